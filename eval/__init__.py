@@ -1,0 +1,5 @@
+"""Evaluation of RAG answers: LLM judges (LiveRAG, CRAG-style, pairwise), AutoNuggetizer and agreement.
+
+Entry points: `eval.hook.evaluate_records` (called by the pipeline through the `judge` config group),
+`python -m eval.judge` (re-judge finished runs) and `python -m eval.agreement` (Kendall tau / tau_ap tables).
+"""

@@ -1,0 +1,320 @@
+"""AutoNuggetizer (Pradeep et al., TREC 2024 RAG): nugget creation, importance, assignment and scores.
+
+Follows the published method and castorini/nuggetizer 0.0.5: nuggets are created iteratively over windows of
+10 passages (at most 30 nuggets of 1-12 words), labelled vital/okay 10 at a time, sorted vital first (stable)
+and cut to the top 20; each answer then gets support / partial_support / not_support per nugget, 10 at a time.
+Every LLM step is one batched `engine.generate` over all topics (plus batched re-asks of unparsable outputs).
+
+Nuggets are created once per topic and stored under `<cache_dir>/nuggets/`, keyed by the topic id, a hash of its
+passages, the model, the prompts and the settings, so every run of a sweep is scored against the same nuggets.
+Records are read and written in nuggetizer's JSONL shapes (create: `{qid, query, nuggets: [{text,
+importance}]}`; assign: the same nuggets with `assignment`, plus the answer text), so either tool's files score.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from statistics import mean
+from typing import Any
+
+from eval.judges import EVAL_PROMPT_DIR
+from eval.parsing import parse_label_list, parse_string_list
+from eval.retry import ask_with_retries, make_params
+from rag.io import atomic_write_json, read_jsonl
+from rag.llm.base import LLMEngine, LLMRequest
+from rag.llm.cache import slug, stable_hash
+from rag.prompts import load_prompt
+
+log = logging.getLogger(__name__)
+
+IMPORTANCE = ("vital", "okay")
+ASSIGNMENTS = ("support", "partial_support", "not_support")
+SCORE_NAMES = ("vital_strict", "all_strict", "vital", "all")
+_ASSIGN_ALIASES = {"supported": "support", "full_support": "support", "fully_supported": "support",
+                   "partial": "partial_support", "partially_supported": "partial_support",
+                   "partially_support": "partial_support", "partial_supported": "partial_support",
+                   "not_supported": "not_support", "no_support": "not_support", "unsupported": "not_support",
+                   "none": "not_support"}
+_IMPORTANCE_ALIASES = {"important": "vital", "essential": "vital", "ok": "okay", "non_vital": "okay"}
+
+
+# -- scores ---------------------------------------------------------------------------------------------------
+def nugget_scores(nuggets: Sequence[Mapping[str, Any]]) -> dict[str, float]:
+    """Per-answer scores, the formulas of nuggetizer 0.0.5 (`nuggetizer.core.metrics.calculate_nugget_scores`).
+
+    With V the vital nuggets, N all nuggets, s(n)=1 for support, 0.5 for partial_support, 0 otherwise:
+    vital_strict = |{n in V: support}| / |V|  (the paper's primary metric, "Vital Strict")
+    all_strict   = |{n in N: support}| / |N|
+    vital        = sum_{n in V} s(n) / |V|
+    all          = sum_{n in N} s(n) / |N|
+    An empty V (or N) gives 0.0, as in nuggetizer.
+    """
+    vital = [n for n in nuggets if n.get("importance") == "vital"]
+
+    def strict(group: Sequence[Mapping[str, Any]]) -> float:
+        return sum(1 for n in group if n.get("assignment") == "support") / len(group) if group else 0.0
+
+    def partial(group: Sequence[Mapping[str, Any]]) -> float:
+        if not group:
+            return 0.0
+        return sum(1.0 if n.get("assignment") == "support" else 0.5 if n.get("assignment") == "partial_support"
+                   else 0.0 for n in group) / len(group)
+
+    return {"vital_strict": strict(vital), "all_strict": strict(nuggets), "vital": partial(vital),
+            "all": partial(nuggets)}
+
+
+def score_assign_records(records: Iterable[Mapping[str, Any]]) -> tuple[list[dict[str, Any]], dict[str, float]]:
+    """Score nuggetizer-style assign records: per-record scores (with qid) and the run means over records."""
+    per = [{"qid": r.get("qid"), **nugget_scores(r.get("nuggets") or [])} for r in records]
+    if not per:
+        return [], {}
+    return per, {name: mean(p[name] for p in per) for name in SCORE_NAMES}
+
+
+def read_nugget_file(path: str | Path) -> dict[str, dict[str, Any]]:
+    """Nugget records by qid from a create file (ours or castorini/nuggetizer's); assign files work too."""
+    out: dict[str, dict[str, Any]] = {}
+    for row in read_jsonl(path):
+        qid = str(row.get("qid", ""))
+        nuggets = [{"text": n["text"], "importance": n.get("importance", "vital")} for n in row.get("nuggets", [])]
+        out[qid] = {"qid": qid, "query": row.get("query", ""), "nuggets": nuggets}
+    return out
+
+
+# -- the LLM steps --------------------------------------------------------------------------------------------
+@dataclass
+class Topic:
+    """One question and the passages its nuggets are made from."""
+
+    qid: str
+    query: str
+    passages: list[str]
+    source: str = "gold_docs"
+
+
+@dataclass
+class NuggetSet:
+    qid: str
+    query: str
+    nuggets: list[dict[str, str]] = field(default_factory=list)
+    #: None when usable; else why the topic cannot be scored ("create", "no_passages", "empty")
+    failure: str | None = None
+    create_failures: int = 0
+    importance_failures: int = 0
+    cached: bool = False
+
+    def record(self) -> dict[str, Any]:
+        """castorini/nuggetizer's create output record."""
+        return {"qid": self.qid, "query": self.query, "nuggets": self.nuggets}
+
+
+@dataclass
+class Assignment:
+    nuggets: list[dict[str, str]]
+    #: windows of 10 nuggets whose labels could not be read (0 = the answer is fully assigned)
+    failed_windows: int = 0
+
+
+def topic_from_record(record: Mapping[str, Any], max_passages: int | None = 10) -> Topic:
+    """Gold documents where the record has them, else its top retrieved passages."""
+    gold = [d for d in (record.get("gold_docs") or []) if isinstance(d, str) and d.strip()]
+    if gold:
+        return Topic(str(record["id"]), record.get("question", ""), gold, "gold_docs")
+    passages = [p.get("passage", "") if isinstance(p, Mapping) else str(p) for p in record.get("passages") or []]
+    passages = [p for p in passages if p.strip()]
+    return Topic(str(record["id"]), record.get("question", ""), passages[:max_passages] if max_passages else passages,
+                 "passages")
+
+
+class AutoNuggetizer:
+    """Batched nugget creation (cached on disk) and assignment with one engine."""
+
+    def __init__(self, window_size: int = 10, max_nuggets: int = 30, keep_top: int = 20, nuggets_per_call: int = 10,
+                 max_passages: int | None = 10, max_passage_chars: int | None = 4000,
+                 max_answer_chars: int | None = 6000, max_nugget_chars: int = 120, prompt_dir: str | None = None,
+                 create_params: Mapping[str, Any] | None = None, label_params: Mapping[str, Any] | None = None,
+                 max_retries: int = 2, retry_temperature: float = 0.2, cache_dir: str | Path | None = None,
+                 nugget_file: str | None = None, **_ignored: Any):
+        self.window_size = window_size
+        self.max_nuggets = max_nuggets
+        self.keep_top = keep_top
+        self.nuggets_per_call = nuggets_per_call
+        self.max_passages = max_passages
+        self.max_passage_chars = max_passage_chars
+        self.max_answer_chars = max_answer_chars
+        #: schema cap on one nugget's length (1-12 words fit well within 120 characters)
+        self.max_nugget_chars = max_nugget_chars
+        self.prompt_dir = str(prompt_dir or EVAL_PROMPT_DIR)
+        self.create_params = dict(create_params or {"temperature": 0.0, "max_tokens": 1024})
+        self.label_params = dict(label_params or {"temperature": 0.0, "max_tokens": 160})
+        self.max_retries = max_retries
+        self.retry_temperature = retry_temperature
+        self.cache_dir = Path(cache_dir) if cache_dir else None
+        #: nuggets made elsewhere (e.g. by castorini/nuggetizer or by hand): used instead of creating
+        self.external = read_nugget_file(nugget_file) if nugget_file else None
+
+    # -- creation ---------------------------------------------------------------------------------------------
+    def _cut(self, text: str, limit: int | None) -> str:
+        text = (text or "").strip()
+        return text[:limit].rstrip() + " ..." if limit and len(text) > limit else text
+
+    def _cache_path(self, engine: LLMEngine, topic: Topic) -> tuple[Path | None, dict[str, Any]]:
+        prompts = [load_prompt(n, prompt_dir=self.prompt_dir) for n in ("nugget_create", "nugget_importance")]
+        key = {"qid": topic.qid, "query": topic.query,
+               "passages": stable_hash([self._cut(p, self.max_passage_chars) for p in topic.passages]),
+               "model": engine.model, "prompts": stable_hash([[p.system, p.user] for p in prompts]),
+               "settings": {"window_size": self.window_size, "max_nuggets": self.max_nuggets,
+                            "max_nugget_chars": self.max_nugget_chars,
+                            "keep_top": self.keep_top, "nuggets_per_call": self.nuggets_per_call,
+                            "create_params": self.create_params, "label_params": self.label_params,
+                            "schema": engine.supports_json_schema}}
+        if self.cache_dir is None:
+            return None, key
+        digest = stable_hash(key)
+        return self.cache_dir / "nuggets" / slug(engine.model) / digest[:2] / f"{digest}.json", key
+
+    def create(self, engine: LLMEngine, topics: Sequence[Topic]) -> list[NuggetSet]:
+        """Nuggets per topic: from the disk cache or an external file where present, else by the LLM."""
+        out: list[NuggetSet | None] = [None] * len(topics)
+        todo: list[int] = []
+        for i, topic in enumerate(topics):
+            if self.external is not None:
+                ext = self.external.get(topic.qid)
+                out[i] = (NuggetSet(topic.qid, topic.query, ext["nuggets"], cached=True) if ext and ext["nuggets"]
+                          else NuggetSet(topic.qid, topic.query, failure="not_in_nugget_file"))
+                continue
+            if not topic.passages:
+                out[i] = NuggetSet(topic.qid, topic.query, failure="no_passages")
+                continue
+            path, key = self._cache_path(engine, topic)
+            if path is not None and path.is_file():
+                try:
+                    entry = json.loads(path.read_text(encoding="utf-8"))
+                    if entry.get("key") == json.loads(json.dumps(key, default=str)):
+                        out[i] = NuggetSet(topic.qid, topic.query, entry["nuggets"], cached=True)
+                        continue
+                except (json.JSONDecodeError, KeyError):
+                    pass
+            todo.append(i)
+        if todo:
+            made = self._create_uncached(engine, [topics[i] for i in todo])
+            for i, nset in zip(todo, made):
+                out[i] = nset
+                path, key = self._cache_path(engine, topics[i])
+                # only complete, clean nugget sets are cached, so failures are retried by the next run
+                if path is not None and nset.failure is None and not nset.create_failures \
+                        and not nset.importance_failures:
+                    atomic_write_json(path, {"key": key, **nset.record()})
+        return [o for o in out if o is not None]
+
+    def _create_uncached(self, engine: LLMEngine, topics: Sequence[Topic]) -> list[NuggetSet]:
+        create = load_prompt("nugget_create", prompt_dir=self.prompt_dir)
+        schema = {"type": "object", "properties": {"nuggets": {
+            "type": "array", "items": {"type": "string", "maxLength": self.max_nugget_chars}, "maxItems": self.max_nuggets}},
+            "required": ["nuggets"], "additionalProperties": False}
+        params = make_params(self.create_params, engine, schema)
+        texts: list[list[str]] = [[] for _ in topics]
+        failures = [0] * len(topics)
+        windows = [[self._cut(p, self.max_passage_chars) for p in t.passages] for t in topics]
+        n_steps = max((len(w) + self.window_size - 1) // self.window_size for w in windows)
+        for step in range(n_steps):  # one batched call per window position, across all topics
+            active = [i for i, w in enumerate(windows) if step * self.window_size < len(w)]
+            requests = [LLMRequest(messages=create.messages(
+                query=topics[i].query, max_nuggets=self.max_nuggets,
+                passages=windows[i][step * self.window_size:(step + 1) * self.window_size],
+                nuggets=texts[i], nuggets_json=json.dumps(texts[i], ensure_ascii=False)),
+                params=params, stop_plain=create.stop_plain) for i in active]
+            results = ask_with_retries(engine, requests, lambda _i, text: parse_string_list(text, "nuggets"),
+                                       self.max_retries, self.retry_temperature, desc=f"nugget create {step + 1}")
+            for i, res in zip(active, results):
+                if res.value is None:
+                    failures[i] += 1  # keep the previous list, as nuggetizer does after its retries
+                else:
+                    texts[i] = list(dict.fromkeys(res.value))[:self.max_nuggets]
+        labels, label_failures = self._importance(engine, topics, texts)
+        out = []
+        for i, topic in enumerate(topics):
+            scored = [{"text": t, "importance": lab} for t, lab in zip(texts[i], labels[i])]
+            # stable sort: vital first, then creation order; keep the top `keep_top` (the paper's 20)
+            scored = sorted(scored, key=lambda n: 0 if n["importance"] == "vital" else 1)[:self.keep_top]
+            failure = None
+            if not scored:
+                failure = "create" if failures[i] else "empty"
+            out.append(NuggetSet(topic.qid, topic.query, scored, failure=failure, create_failures=failures[i],
+                                 importance_failures=label_failures[i]))
+        return out
+
+    def _label_windows(self, nuggets: Sequence[Sequence[str]]) -> list[tuple[int, int]]:
+        return [(i, s) for i, ns in enumerate(nuggets) for s in range(0, len(ns), self.nuggets_per_call)]
+
+    def _label_schema(self, allowed: Sequence[str], n: int) -> dict[str, Any]:
+        return {"type": "object", "properties": {"labels": {
+            "type": "array", "items": {"type": "string", "enum": list(allowed)}, "minItems": n, "maxItems": n}},
+            "required": ["labels"], "additionalProperties": False}
+
+    def _importance(self, engine: LLMEngine, topics: Sequence[Topic],
+                    texts: Sequence[Sequence[str]]) -> tuple[list[list[str]], list[int]]:
+        """vital/okay per nugget, 10 per call, all topics in one batch; unreadable windows become "failed"."""
+        template = load_prompt("nugget_importance", prompt_dir=self.prompt_dir)
+        windows = self._label_windows(texts)
+        requests, sizes = [], []
+        for i, s in windows:
+            chunk = list(texts[i][s:s + self.nuggets_per_call])
+            sizes.append(len(chunk))
+            requests.append(LLMRequest(
+                messages=template.messages(query=topics[i].query, nuggets=chunk,
+                                           nuggets_json=json.dumps(chunk, ensure_ascii=False)),
+                params=make_params(self.label_params, engine, self._label_schema(IMPORTANCE, len(chunk))),
+                stop_plain=template.stop_plain))
+        results = ask_with_retries(
+            engine, requests,
+            lambda k, text: parse_label_list(text, sizes[k], IMPORTANCE, aliases=_IMPORTANCE_ALIASES),
+            self.max_retries, self.retry_temperature, desc="nugget importance")
+        labels: list[list[str]] = [[] for _ in topics]
+        failures = [0] * len(topics)
+        for (i, _s), size, res in zip(windows, sizes, results):
+            if res.value is None:
+                failures[i] += 1
+                labels[i].extend(["failed"] * size)  # nuggetizer's marker; counted, and not vital in scores
+            else:
+                labels[i].extend(res.value)
+        return labels, failures
+
+    # -- assignment -------------------------------------------------------------------------------------------
+    def assign(self, engine: LLMEngine, items: Sequence[tuple[str, str, Sequence[Mapping[str, str]]]]
+               ) -> list[Assignment]:
+        """support / partial_support / not_support for each (query, answer, nuggets), 10 nuggets per call."""
+        template = load_prompt("nugget_assign", prompt_dir=self.prompt_dir)
+        out = [Assignment([]) for _ in items]
+        windows: list[tuple[int, int]] = []
+        for i, (_q, answer, nuggets) in enumerate(items):
+            if not (answer or "").strip():  # nothing to support: no LLM call, as in nuggetizer
+                out[i] = Assignment([{**n, "assignment": "not_support"} for n in nuggets])
+                continue
+            windows.extend((i, s) for s in range(0, len(nuggets), self.nuggets_per_call))
+        requests, sizes = [], []
+        for i, s in windows:
+            query, answer, nuggets = items[i]
+            chunk = [n["text"] for n in nuggets[s:s + self.nuggets_per_call]]
+            sizes.append(len(chunk))
+            requests.append(LLMRequest(
+                messages=template.messages(query=query, answer=self._cut(answer, self.max_answer_chars),
+                                           nuggets=chunk, nuggets_json=json.dumps(chunk, ensure_ascii=False)),
+                params=make_params(self.label_params, engine, self._label_schema(ASSIGNMENTS, len(chunk))),
+                stop_plain=template.stop_plain))
+        results = ask_with_retries(
+            engine, requests,
+            lambda k, text: parse_label_list(text, sizes[k], ASSIGNMENTS, aliases=_ASSIGN_ALIASES),
+            self.max_retries, self.retry_temperature, desc="nugget assign") if requests else []
+        for (i, s), size, res in zip(windows, sizes, results):
+            nuggets = items[i][2][s:s + size]
+            labels = res.value if res.value is not None else ["failed"] * size
+            out[i].failed_windows += res.value is None
+            out[i].nuggets.extend({"text": n["text"], "importance": n["importance"], "assignment": lab}
+                                  for n, lab in zip(nuggets, labels))
+        return out

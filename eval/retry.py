@@ -1,0 +1,75 @@
+"""Batched asking with bounded, batched re-asks of only the items whose output failed to parse.
+
+Each retry changes the seed (and raises a zero temperature to `retry_temperature`, as castorini/nuggetizer does)
+so that neither the response cache nor greedy decoding hands back the same bad output again. Items that still
+fail are returned as `None` with their last raw text: the caller records and counts them as parse failures.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any, Generic, TypeVar
+
+from rag.llm.base import LLMEngine, LLMRequest, SamplingParams
+
+log = logging.getLogger(__name__)
+T = TypeVar("T")
+
+
+@dataclass
+class Asked(Generic[T]):
+    """One item's outcome: the parsed value (None = parse failure), its raw text and how many calls it took."""
+
+    value: T | None
+    raw: str
+    attempts: int
+    finish_reason: str = ""
+
+
+def retry_params(params: SamplingParams, attempt: int, retry_temperature: float) -> SamplingParams:
+    """Parameters for re-ask number `attempt` (1, 2, ...): new seed, temperature at least `retry_temperature`."""
+    return dataclasses.replace(params, seed=params.seed + 1000 * attempt,
+                               temperature=max(params.temperature, retry_temperature))
+
+
+def ask_with_retries(engine: LLMEngine, requests: Sequence[LLMRequest], parse: Callable[[int, str], T | None],
+                     max_retries: int = 2, retry_temperature: float = 0.2,
+                     desc: str = "judge") -> list[Asked[T]]:
+    """Ask all requests in one batch, then re-ask the failures (one batch per round) at most `max_retries` times.
+
+    `parse(i, text)` returns the parsed value for request i or None when the text is unusable.
+    """
+    results: list[Asked[T]] = [Asked(None, "", 0) for _ in requests]
+    todo = list(range(len(requests)))
+    for attempt in range(max_retries + 1):
+        if not todo:
+            break
+        batch = [requests[i] if attempt == 0 else
+                 LLMRequest(messages=requests[i].messages, stop_plain=requests[i].stop_plain,
+                            params=retry_params(requests[i].params, attempt, retry_temperature))
+                 for i in todo]
+        completions = engine.generate(batch, desc=desc if attempt == 0 else f"{desc} retry {attempt}")
+        failed = []
+        for i, completion in zip(todo, completions):
+            value = parse(i, completion.text)
+            results[i] = Asked(value, completion.text, attempt + 1, completion.finish_reason)
+            if value is None:
+                failed.append(i)
+        if failed and attempt < max_retries:
+            log.info("%s: %d of %d outputs unparsable, re-asking", desc, len(failed), len(todo))
+        todo = failed
+    if todo:
+        log.warning("%s: %d outputs still unparsable after %d retries; recorded as parse failures",
+                    desc, len(todo), max_retries)
+    return results
+
+
+def make_params(params: dict[str, Any] | None, engine: LLMEngine, schema: dict[str, Any] | None) -> SamplingParams:
+    """Judge decoding settings (kept apart from the generator's defaults) plus the schema where supported."""
+    values = dict(params or {})
+    if "stop" in values:
+        values["stop"] = tuple(values["stop"] or ())
+    return SamplingParams(**values, json_schema=schema if engine.supports_json_schema else None)

@@ -1,0 +1,1 @@
+"""Datasets: question loaders for each published format, and corpora chunked into passages."""

@@ -1,0 +1,1 @@
+"""Exporters from our answers.jsonl to shared task formats."""

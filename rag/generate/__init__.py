@@ -1,0 +1,1 @@
+"""Generation strategies: from a question and its ordered passages to an answer (and its intermediate steps)."""

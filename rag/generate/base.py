@@ -1,0 +1,93 @@
+"""The generator (strategy) interface.
+
+A strategy receives the whole question set at once and must batch: every step of a multi-step method is one
+`engine.generate` call over all unfinished questions. It returns, per question, the final answer, the final
+prompt, and every intermediate output under `steps`, so a reader can see why an answer came out.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from rag.llm.base import LLMEngine, LLMRequest, SamplingParams
+from rag.prompts import PromptTemplate, load_prompt
+from rag.records import Question, ScoredPassage
+
+
+@dataclass
+class GenerationInput:
+    question: Question
+    #: the passages in prompt order (after ranking, cutting and ordering)
+    passages: list[ScoredPassage]
+
+
+@dataclass
+class GenerationResult:
+    answer: str
+    final_prompt: str
+    steps: dict[str, Any] = field(default_factory=dict)
+    #: set when the strategy used passages other than its input (IterDRAG retrieves per sub-query)
+    passages: list[ScoredPassage] | None = None
+    #: the output could not be parsed in the method's format; `fallback` names the rule applied
+    parse_failed: bool = False
+    fallback: str | None = None
+
+
+#: retrieve (and rerank, cut) for new queries with the run's own stages; used by iterative strategies
+RetrieveFn = Callable[[list[str]], list[list[ScoredPassage]]]
+
+
+@dataclass
+class GenerationContext:
+    engine: LLMEngine
+    retrieve: RetrieveFn | None = None
+    prompt_dir: str | None = None
+    #: where strategies keep artefacts made once per model (InstructRAG demonstrations, ...)
+    cache_dir: str | None = None
+    data_dir: str | None = None
+
+
+def passage_views(passages: list[ScoredPassage]) -> list[dict[str, Any]]:
+    """What prompt templates see of a passage: 1-based label in prompt order, ids and text."""
+    return [{"label": i + 1, "text": p.passage.text, "title": p.passage.title, "doc_id": p.passage.doc_id,
+             "passage_id": p.passage.passage_id, "rank": p.rank} for i, p in enumerate(passages)]
+
+
+def cut_words(text: str, max_words: int | None) -> str:
+    """Cut an answer to at most `max_words` whitespace tokens (LiveRAG allowed 200 tokens)."""
+    if not max_words:
+        return text.strip()
+    words = text.split()
+    return text.strip() if len(words) <= max_words else " ".join(words[:max_words])
+
+
+class Generator(ABC):
+    name: str = "generator"
+
+    def __init__(self, max_answer_words: int | None = 200, temperature: float = 0.1, max_tokens: int = 256,
+                 prompt_dir: str | None = None):
+        self.max_answer_words = max_answer_words
+        self.temperature = temperature
+        self.max_tokens = max_tokens
+        self.prompt_dir = prompt_dir
+
+    def prompt(self, name: str) -> PromptTemplate:
+        return load_prompt(name, self.prompt_dir)
+
+    def request(self, template: PromptTemplate, max_tokens: int | None = None,
+                json_schema: dict[str, Any] | None = None, **variables: Any) -> LLMRequest:
+        params = SamplingParams(temperature=self.temperature, max_tokens=max_tokens or self.max_tokens,
+                                json_schema=json_schema)
+        return LLMRequest(messages=template.messages(**variables), params=params, stop_plain=template.stop_plain)
+
+    @abstractmethod
+    def generate(self, items: list[GenerationInput], ctx: GenerationContext) -> list[GenerationResult]:
+        """Answer every item; batch each step across items."""
+
+    @property
+    def uses_ordering(self) -> bool:
+        """False for strategies that manage their own context (IterDRAG keeps retrieval order)."""
+        return True

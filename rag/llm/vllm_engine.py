@@ -1,0 +1,71 @@
+"""vLLM offline engine for GPU runs (Falcon3-10B generation, Gemma-3-27B judging).
+
+vLLM is imported only when the engine is built, so CPU installs never need it. The whole batch goes to
+`LLM.chat` / `LLM.generate` at once, which is where vLLM's continuous batching pays off.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from rag.llm.base import Completion, LLMEngine, LLMRequest
+from rag.llm.cache import ResponseCache
+
+
+class VLLMEngine(LLMEngine):
+    def __init__(self, model: str, tensor_parallel_size: int = 1, max_model_len: int | None = None,
+                 gpu_memory_utilization: float = 0.9, dtype: str = "auto", seed: int = 0,
+                 chat_format: str = "chat", trust_remote_code: bool = False, download_dir: str | None = None,
+                 cache: ResponseCache | None = None, default_params: dict[str, Any] | None = None):
+        super().__init__(model=model, chat_format=chat_format, cache=cache, default_params=default_params,
+                         supports_json_schema=True)
+        self.engine_args = dict(model=model, tensor_parallel_size=tensor_parallel_size,
+                                max_model_len=max_model_len, gpu_memory_utilization=gpu_memory_utilization,
+                                dtype=dtype, seed=seed, trust_remote_code=trust_remote_code,
+                                download_dir=download_dir)
+        self._llm = None
+
+    @property
+    def llm(self):
+        if self._llm is None:
+            try:
+                from vllm import LLM
+            except ImportError:
+                raise ImportError("llm engine vllm needs the `gpu` extra: pip install -e '.[gpu]'") from None
+            self._llm = LLM(**{k: v for k, v in self.engine_args.items() if v is not None})
+        return self._llm
+
+    def sampling_params(self, request: LLMRequest):
+        """Translate our parameters to vLLM's, with JSON-schema guided decoding where asked."""
+        import vllm
+
+        p = request.params
+        kwargs: dict[str, Any] = dict(temperature=p.temperature, top_p=p.top_p, max_tokens=p.max_tokens,
+                                      stop=list(p.stop) or None, seed=p.seed)
+        if p.json_schema is not None:
+            try:  # vLLM >= 0.10
+                from vllm.sampling_params import StructuredOutputsParams
+
+                kwargs["structured_outputs"] = StructuredOutputsParams(json=p.json_schema)
+            except ImportError:  # older releases
+                from vllm.sampling_params import GuidedDecodingParams
+
+                kwargs["guided_decoding"] = GuidedDecodingParams(json=p.json_schema)
+        return vllm.SamplingParams(**kwargs)
+
+    def _generate(self, requests: Sequence[LLMRequest], desc: str) -> list[Completion]:
+        params = [self.sampling_params(r) for r in requests]
+        if self.uses_plain_text():
+            prompts = [self._plain.render(r.messages) for r in requests]
+            outputs = self.llm.generate(prompts, params, use_tqdm=True)
+        else:
+            outputs = self.llm.chat([r.messages for r in requests], params, use_tqdm=True)
+        completions = []
+        for out in outputs:
+            choice = out.outputs[0]
+            completions.append(Completion(text=choice.text.strip(), prompt_tokens=len(out.prompt_token_ids or []),
+                                          completion_tokens=len(choice.token_ids or []),
+                                          finish_reason=choice.finish_reason or "stop",
+                                          prompt=out.prompt or ""))
+        return completions

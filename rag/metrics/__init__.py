@@ -1,0 +1,1 @@
+"""Metrics computed by the pipeline itself (no LLM): answer overlap and gold-document recall."""

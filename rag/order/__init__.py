@@ -1,0 +1,1 @@
+"""Context ordering: where the best passage sits in the prompt."""

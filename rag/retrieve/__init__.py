@@ -1,0 +1,1 @@
+"""Retrievers: the first stage, from questions to ranked candidate passages."""

@@ -1,0 +1,82 @@
+"""The retriever interface and the index cache every embedded index shares.
+
+A retriever answers a batch of queries with ranked `ScoredPassage` lists. Embedded retrievers (BM25, dense)
+build their index once per (corpus, chunking, model) into a cache folder named by those parameters and load
+it afterwards; remote retrievers (Pinecone, OpenSearch) carry passage text in their hits.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import tempfile
+from abc import ABC, abstractmethod
+from collections.abc import Callable
+from pathlib import Path
+
+from filelock import FileLock
+
+from rag.data.corpus import Corpus
+from rag.records import Passage, ScoredPassage
+
+
+class Retriever(ABC):
+    #: short name used in cache keys and logs
+    kind: str = "retriever"
+
+    def __init__(self, k: int = 20):
+        if k < 1:
+            raise ValueError(f"retriever.k must be >= 1, got {k}")
+        self.k = k
+        self.corpus: Corpus | None = None
+
+    @property
+    @abstractmethod
+    def key(self) -> str:
+        """Names everything that changes results except k (a retrieval at depth d serves every k <= d)."""
+
+    def prepare(self, corpus: Corpus | None, cache_dir: str | Path) -> None:
+        """Build or load the index. Remote retrievers only keep the corpus for gold-recall bookkeeping."""
+        self.corpus = corpus
+
+    @abstractmethod
+    def search(self, queries: list[str], k: int) -> list[list[ScoredPassage]]:
+        """Top-k passages per query, best first, ranks 1..k."""
+
+    # -- cache support: corpus-backed retrievers store ids only and re-attach text on load --------------------
+    @property
+    def stores_text(self) -> bool:
+        return self.corpus is None
+
+    def passage(self, passage_id: str) -> Passage:
+        if self.corpus is None:
+            raise KeyError(passage_id)
+        return self._passages_by_id()[passage_id]
+
+    def _passages_by_id(self) -> dict[str, Passage]:
+        if not hasattr(self, "_by_id"):
+            self._by_id = {p.passage_id: p for p in self.corpus.passages}
+        return self._by_id
+
+    def close(self) -> None:  # noqa: B027 - optional hook
+        """Release connections."""
+
+
+def build_once(index_dir: Path, build: Callable[[Path], None]) -> Path:
+    """Build an index folder exactly once, even with concurrent jobs: lock, build in a temp dir, rename."""
+    index_dir.parent.mkdir(parents=True, exist_ok=True)
+    with FileLock(str(index_dir) + ".lock"):
+        if (index_dir / "COMPLETE").exists():
+            return index_dir
+        tmp = Path(tempfile.mkdtemp(dir=index_dir.parent, prefix=f".{index_dir.name}."))
+        try:
+            build(tmp)
+            (tmp / "COMPLETE").write_text("ok\n")
+            if index_dir.exists():
+                shutil.rmtree(index_dir)
+            os.replace(tmp, index_dir)
+        finally:
+            with contextlib.suppress(FileNotFoundError):
+                shutil.rmtree(tmp)
+    return index_dir

