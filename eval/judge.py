@@ -18,7 +18,9 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+import yaml
 from omegaconf import DictConfig, OmegaConf
+from omegaconf.errors import InterpolationResolutionError
 
 from eval.engines import build_engine, llm_key, to_plain
 from eval.hook import evaluate_records
@@ -64,9 +66,23 @@ def compose(run_dir: Path, judge: str, llm: str | None, overrides: Sequence[str]
     if llm is not None:
         root.llm = load_yaml(llm, REPO_ROOT / "conf" / "llm")
     root.judge = load_yaml(judge, JUDGE_CONF_DIR)
-    if overrides:
-        root.judge = OmegaConf.merge(root.judge, OmegaConf.from_dotlist(list(overrides)))
+    for item in overrides:
+        key, sep, value = item.partition("=")
+        if not sep or not key.strip():
+            raise ValueError(f"--set expects key=value, got {item!r}")
+        # values are read as YAML (numbers, booleans, {dicts}); list items are addressed by index: judges.0.x
+        OmegaConf.update(root.judge, key.strip(), yaml.safe_load(value), merge=True)
     return root
+
+
+def _run_cache_dir(root: DictConfig) -> Path:
+    """The run's `paths.cache_dir`; ./cache when it is absent or uses a resolver that needs Hydra running."""
+    try:
+        value = OmegaConf.select(root, "paths.cache_dir", default=None)
+    except Exception as err:  # e.g. ${hydra:runtime.cwd} outside a Hydra app
+        log.warning("cannot resolve the run's paths.cache_dir (%s); using ./cache (or pass --cache-dir)", err)
+        value = None
+    return Path(value or "cache")
 
 
 def _llm_cfgs(judge_cfg: Any) -> list[Any]:
@@ -113,7 +129,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         for run_dir in args.run_dirs:
             root = compose(run_dir, args.judge, args.llm, args.overrides)
-            cache_dir = args.cache_dir or Path(OmegaConf.select(root, "paths.cache_dir", default=None) or "cache")
+            try:
+                to_plain(root.judge)
+            except InterpolationResolutionError as err:
+                parser.error(f"{run_dir}: cannot resolve the judge config ({err}); the run folder has no "
+                             f"saved `llm` config, so name one with --llm")
+            cache_dir = args.cache_dir or _run_cache_dir(root)
             for llm_cfg in _llm_cfgs(root.judge):  # engines shared across runs: each model loads once
                 key = llm_key(llm_cfg)
                 if key not in engines:

@@ -40,14 +40,16 @@ class JudgeKind:
     free_text: tuple[str, ...] = ()
     #: label field -> (numeric field name, label -> number): e.g. CRAG grade -> score
     numeric: dict[str, tuple[str, dict[str, float]]] = field(default_factory=dict)
-    #: extra schema constraints for free-text fields (length caps keep small models from rambling)
-    free_text_max_chars: int = 400
 
-    def schema(self) -> dict[str, Any]:
-        """JSON schema with `enum` for every scored field: llama.cpp grammars ignore minimum/maximum."""
+    def schema(self, max_free_text_chars: int = 400) -> dict[str, Any]:
+        """JSON schema with `enum` for every scored field: llama.cpp grammars ignore minimum/maximum.
+
+        Free-text fields (explanations) come first, as the prompts ask, and get a length cap so that a
+        rambling model still closes the object within its token budget.
+        """
         props: dict[str, Any] = {}
         for name in self.free_text:
-            props[name] = {"type": "string", "maxLength": self.free_text_max_chars}
+            props[name] = {"type": "string", "maxLength": max_free_text_chars}
         for name, allowed in self.fields.items():
             kind = "integer" if all(isinstance(a, int) for a in allowed) else "string"
             props[name] = {"type": kind, "enum": list(allowed)}
@@ -101,7 +103,7 @@ class PromptJudge:
     def __init__(self, name: str, kind: str = "liverag", prompt: str | None = None, prompt_dir: str | None = None,
                  params: Mapping[str, Any] | None = None, max_retries: int = 2, retry_temperature: float = 0.2,
                  max_passages: int | None = 10, max_passage_chars: int | None = 2000,
-                 max_gold_chars: int | None = 4000, **_ignored: Any):
+                 max_gold_chars: int | None = 4000, max_explanation_chars: int = 400, **_ignored: Any):
         if kind not in KINDS:
             raise ValueError(f"judge {name!r}: unknown kind {kind!r} (known: {', '.join(KINDS)})")
         self.name = name
@@ -115,6 +117,7 @@ class PromptJudge:
         self.max_passages = max_passages
         self.max_passage_chars = max_passage_chars
         self.max_gold_chars = max_gold_chars
+        self.max_explanation_chars = max_explanation_chars
 
     @property
     def template(self) -> PromptTemplate:
@@ -134,7 +137,7 @@ class PromptJudge:
     def request(self, engine: LLMEngine, record: Mapping[str, Any]) -> LLMRequest:
         template = self.template
         return LLMRequest(messages=template.messages(**self.variables(record)),
-                          params=make_params(self.params, engine, self.kind.schema()),
+                          params=make_params(self.params, engine, self.kind.schema(self.max_explanation_chars)),
                           stop_plain=template.stop_plain)
 
     def parse(self, text: str) -> dict[str, Any] | None:

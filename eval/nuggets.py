@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 import logging
+import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -87,6 +88,16 @@ def read_nugget_file(path: str | Path) -> dict[str, dict[str, Any]]:
 
 
 # -- the LLM steps --------------------------------------------------------------------------------------------
+def parse_nuggets(text: str) -> list[str] | None:
+    """A nugget list; items without a letter or digit ("...", "-") are dropped, and a list of only such
+    items is a parse failure (small models copy the prompt's placeholder), so it gets re-asked."""
+    items = parse_string_list(text, "nuggets")
+    if items is None:
+        return None
+    kept = [t for t in items if re.search(r"\w", t)]
+    return kept if kept or not items else None
+
+
 @dataclass
 class Topic:
     """One question and the passages its nuggets are made from."""
@@ -229,7 +240,7 @@ class AutoNuggetizer:
                 passages=windows[i][step * self.window_size:(step + 1) * self.window_size],
                 nuggets=texts[i], nuggets_json=json.dumps(texts[i], ensure_ascii=False)),
                 params=params, stop_plain=create.stop_plain) for i in active]
-            results = ask_with_retries(engine, requests, lambda _i, text: parse_string_list(text, "nuggets"),
+            results = ask_with_retries(engine, requests, lambda _i, text: parse_nuggets(text),
                                        self.max_retries, self.retry_temperature, desc=f"nugget create {step + 1}")
             for i, res in zip(active, results):
                 if res.value is None:

@@ -8,7 +8,9 @@
    With `consolidation_rounds: 0` step 3 also does the consolidation (TrustRAG's one-call re-implementation).
 
 Each step is one batch over all questions. The answer is the last <ANSWER> tag's content (an open tag cut by
-the base model's stop at </ANSWER> counts); without a tag: the whole cleaned output, `fallback="whole_output"`.
+the base model's stop at </ANSWER> counts); without a tag: the whole cleaned output, `fallback="whole_output"`;
+an empty output: the last consolidated context (`"consolidated_context"`), else the first memorized passage
+(`"memorized_passage"`), else `"empty_output"`.
 """
 
 from __future__ import annotations
@@ -18,7 +20,7 @@ from typing import Any
 
 from rag.generate.base import GenerationContext, GenerationInput, GenerationResult, cut_words, passage_views
 from rag.generate.multistep import MultiStepGenerator, output_record
-from rag.generate.parsing import clean_output, extract_answer, says_unknown
+from rag.generate.parsing import ParsedAnswer, clean_output, extract_answer, says_unknown
 
 _CONFIDENCE = re.compile(r"confidence(?:\s+score)?\s*(?:[:=\-]|is|of)?\s*(\d+(?:\.\d+)?\s*%?|high|medium|low)",
                          re.IGNORECASE)
@@ -85,7 +87,7 @@ class AstuteRAGGenerator(MultiStepGenerator):
 
         results = []
         for i in range(len(items)):
-            parsed = extract_answer(answer_out[i].text, tag="ANSWER")
+            parsed = self.parse(answer_out[i].text, rounds[i], memorized[i])
             steps = {
                 "memorized_passages": memorized[i],
                 "internal": output_record(internal_out[i]) if internal_out else None,
@@ -98,3 +100,16 @@ class AstuteRAGGenerator(MultiStepGenerator):
                 answer=cut_words(parsed.answer, self.max_answer_words), final_prompt=ctx.engine.render(answer_reqs[i]),
                 steps=steps, parse_failed=parsed.parse_failed, fallback=parsed.fallback))
         return results
+
+    @staticmethod
+    def parse(final_output: str, consolidations: list[str], memorized: list[str]) -> ParsedAnswer:
+        """<ANSWER> content; no tag -> whole output; empty -> last consolidated context -> first memorized
+        passage -> empty answer (each names its rule in `fallback`)."""
+        parsed = extract_answer(final_output, tag="ANSWER")
+        if parsed.fallback != "empty_output":
+            return parsed
+        if consolidations and consolidations[-1]:
+            return ParsedAnswer(consolidations[-1], parse_failed=True, fallback="consolidated_context")
+        if memorized:
+            return ParsedAnswer(memorized[0], parse_failed=True, fallback="memorized_passage")
+        return parsed

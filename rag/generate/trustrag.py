@@ -7,8 +7,9 @@
 4. final answer with a brief explanation, from the consolidated information only.
 
 Each LLM stage is one batch over all questions. The answer is the whole cleaned final output (the method asks
-for explanation plus answer, no marker). Fallback when that output is empty: the consolidated information
-(`fallback="consolidated_information"`), else `"empty_output"`.
+for explanation plus answer, no marker). Fallbacks when that output is empty: the consolidated information
+(`fallback="consolidated_information"`), else the internal knowledge unless it is "I don't know"
+(`"internal_knowledge"`), else `"empty_output"`.
 """
 
 from __future__ import annotations
@@ -85,7 +86,7 @@ class TrustRAGGenerator(MultiStepGenerator):
 
         results = []
         for i, item in enumerate(items):
-            parsed = self.parse(answer_out[i].text, consolidated[i])
+            parsed = self.parse(answer_out[i].text, consolidated[i], internal[i])
             decision = decisions[i]
             steps = {
                 "filter": {**decision.to_dict(), "mode": self.filter_mode,
@@ -104,11 +105,14 @@ class TrustRAGGenerator(MultiStepGenerator):
         return results
 
     @staticmethod
-    def parse(final_output: str, consolidated: str) -> ParsedAnswer:
-        """Whole cleaned output; empty -> the consolidated information; nothing at all -> empty answer."""
+    def parse(final_output: str, consolidated: str, internal: str) -> ParsedAnswer:
+        """Whole cleaned output; empty -> the consolidated information -> the internal knowledge unless it says
+        "I don't know" -> empty answer (each names its rule in `fallback`)."""
         answer = clean_output(final_output)
         if answer:
             return ParsedAnswer(answer)
         if consolidated:
             return ParsedAnswer(consolidated, parse_failed=True, fallback="consolidated_information")
+        if internal and not says_unknown(internal):
+            return ParsedAnswer(internal, parse_failed=True, fallback="internal_knowledge")
         return ParsedAnswer("", parse_failed=True, fallback="empty_output")

