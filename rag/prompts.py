@@ -7,7 +7,7 @@ point `prompt_dir` at their own variants without touching code.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from functools import lru_cache
+from functools import cache
 from pathlib import Path
 from typing import Any
 
@@ -36,7 +36,7 @@ class PromptTemplate:
         return out
 
 
-@lru_cache(maxsize=None)
+@cache
 def load_prompt(name: str, prompt_dir: str | None = None) -> PromptTemplate:
     """Load `<prompt_dir>/<name>.yaml` (default: the package's prompts)."""
     path = Path(prompt_dir or PROMPT_DIR) / f"{name}.yaml"

@@ -9,7 +9,6 @@ from __future__ import annotations
 import json
 import os
 from pathlib import Path
-from typing import Any
 
 from rag.loggers.base import RunLogger
 from rag.secrets import redact
