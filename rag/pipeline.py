@@ -157,10 +157,13 @@ class Pipeline:
         records = [done[q.id] for q in questions]
         metrics = self.metrics(records, coverage)
         if self.cfg.judge.get("enabled", False):
+            from eval.engines import llm_key
             from eval.hook import evaluate_records
 
             with self.timer.stage("evaluate"):
-                metrics.update(evaluate_records(self.cfg.judge, records, run_dir, self.cache_dir))
+                # a judge configured with the run's own `llm` reuses the loaded generator model
+                metrics.update(evaluate_records(self.cfg.judge, records, run_dir, self.cache_dir,
+                                                engines={llm_key(self.cfg.llm): self.engine}))
         metrics.update({f"time/{k}_s": round(v, 3) for k, v in self.timer.seconds.items()})
         metrics["time/total_s"] = round(time.perf_counter() - start, 3)
 
