@@ -37,9 +37,10 @@ def build_model(args: argparse.Namespace):
                               max_position_embeddings=args.max_length + 2, pad_token_id=1, bos_token_id=0,
                               eos_token_id=2, num_labels=1, type_vocab_size=1)
     torch.manual_seed(0)
-    model = XLMRobertaForSequenceClassification(config)
+    with torch.device(args.device):  # initialise on the device: random init of 568M parameters is slow on CPU
+        model = XLMRobertaForSequenceClassification(config)
     dtype = {"float16": torch.float16, "bfloat16": torch.bfloat16, "float32": torch.float32}[args.dtype]
-    model = model.to(device=args.device, dtype=dtype).eval()
+    model = model.to(dtype=dtype).eval()
     return model, config
 
 

@@ -36,7 +36,10 @@ run() {  # run NAME ARGS...: one benchmark configuration, its JSON kept under $O
     local name="$1"; shift
     log "run $name: $*"
     local json
-    json=$(OUT="" timeout 200 "$PY" benchmarks/bge_rerank_bench.py --device cuda --dtype float16 "$@")
+    if ! json=$(OUT="" timeout 200 "$PY" benchmarks/bge_rerank_bench.py --device cuda --dtype float16 "$@"); then
+        log "run $name FAILED (see stderr above); continuing"
+        return 0
+    fi
     echo "$json"
     if [[ -n "$OUT" ]]; then echo "$json" > "$OUT/$name.json"; fi
 }

@@ -41,10 +41,15 @@ def select(statuses: Sequence[CellStatus], cells: Sequence[int] = ()) -> list[Ce
     return chosen
 
 
+def quote_override_value(value: str) -> str:
+    """Quote a value for Hydra's override grammar: cell folder names contain `=` and `,`."""
+    return "'" + value.replace("'", "\\'") + "'"
+
+
 def run_command(status: CellStatus, python: str = sys.executable) -> list[str]:
     """`python -m rag.main` with the cell's overrides, into the cell's own folder (the journal resumes there)."""
     overrides = [o for o in status.cell.overrides if not o.startswith("hydra.run.dir=")]
-    return [python, "-m", "rag.main", *overrides, f"hydra.run.dir={status.cell.dir}"]
+    return [python, "-m", "rag.main", *overrides, f"hydra.run.dir={quote_override_value(str(status.cell.dir))}"]
 
 
 def _cwd(sweep: Sweep, status: CellStatus) -> Path:

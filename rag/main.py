@@ -7,17 +7,25 @@ from __future__ import annotations
 
 import logging
 import os
+import sys
 from pathlib import Path
 from typing import Any
 
 import hydra
 from hydra.core.hydra_config import HydraConfig
+from hydra.errors import InstantiationException
 from hydra.utils import instantiate
 from omegaconf import DictConfig, OmegaConf
 
+from rag.data.paths import MissingDataError
+from rag.errors import ServiceError
+from rag.io import DataError
 from rag.pipeline import Pipeline, format_metrics_table
 
 log = logging.getLogger(__name__)
+
+#: errors whose message already says what is wrong and where: printed as one line, exit status 2
+CLEAR_ERRORS = (DataError, MissingDataError, ServiceError, FileNotFoundError)
 
 
 def run(cfg: DictConfig, run_dir: Path, name: str | None = None, group: str | None = None,
@@ -51,7 +59,15 @@ def _sweep_identity() -> tuple[str, str | None, list[str]]:
 def main(cfg: DictConfig) -> float | None:
     run_dir = Path(HydraConfig.get().runtime.output_dir)
     name, group, tags = _sweep_identity()
-    metrics = run(cfg, run_dir, name=name, group=group, tags=tags)
+    try:
+        try:
+            metrics = run(cfg, run_dir, name=name, group=group, tags=tags)
+        except InstantiationException as err:  # a component's constructor refused its config
+            raise err.__cause__ if isinstance(err.__cause__, CLEAR_ERRORS) else err
+    except CLEAR_ERRORS as err:
+        # bad input or an unreachable service: one clear message, no stack trace (nothing half-written)
+        log.error("%s: %s", type(err).__name__, err)
+        sys.exit(2)
     print(f"\nRun folder: {run_dir}\n{format_metrics_table(metrics)}", flush=True)
     objective = cfg.get("objective")
     return metrics.get(objective) if objective else None

@@ -70,11 +70,20 @@ class Pipeline:
         self.dataset: Dataset = instantiate(cfg.dataset)
         self.retriever: Retriever = instantiate(cfg.retriever)
         self.reranker: Reranker = instantiate(cfg.rerank)
+        self._attach_response_cache(self.reranker)
         self.ordering: Ordering = instantiate(cfg.ordering)
         self.generator: Generator = instantiate(cfg.generator)
         self.stage_cache = StageCache(self.cache_dir, enabled=cfg.cache.stages)
         self.timer = Timer()
+        self.rerank_stats: dict[str, float] = {}
         self._engine: LLMEngine | None = None
+        _ = self.engine  # fail fast on a bad llm config (a missing model file) before any index is built
+
+    def _attach_response_cache(self, component: object) -> None:
+        """LLM-based stages (Rank-R1) build their own engine from YAML; give it the shared response cache."""
+        engine = getattr(component, "engine", None)
+        if isinstance(engine, LLMEngine) and engine.cache is None and self.cfg.cache.llm_responses:
+            engine.cache = ResponseCache(self.cache_dir / "llm")
 
     @property
     def engine(self) -> LLMEngine:
@@ -102,6 +111,11 @@ class Pipeline:
             name = self.stage_cache.retrieval_name(self.retriever, corpus.key, self.dataset.key, self.depth)
             reranked = self.stage_cache.rerank(self.reranker, f"{name}__k{self.retriever.k}", self.retriever,
                                                qids, texts, retrieved)
+        for key, value in (getattr(self.reranker, "stats", None) or {}).items():
+            if isinstance(value, (int, float)) and not isinstance(value, bool):
+                self.rerank_stats[key] = self.rerank_stats.get(key, 0) + value
+        if getattr(self.reranker, "stats", None):
+            self.reranker.stats = {}
         return retrieved, [self.reranker.cut(r) for r in reranked]
 
     def retrieve_adhoc(self, queries: list[str]) -> list[list[ScoredPassage]]:
@@ -232,6 +246,12 @@ class Pipeline:
                   "llm_seconds": round(usage.seconds, 3) if usage else 0.0})
         if usage and usage.seconds > 0:
             m["llm_tokens_per_s"] = round((usage.prompt_tokens + usage.completion_tokens) / usage.seconds, 2)
+        if self._engine is not None and hasattr(self._engine, "cost_usd"):
+            m["llm_cost_usd"] = round(self._engine.cost_usd, 6)
+        stats = dict(self.rerank_stats)
+        if stats.get("questions"):  # LLM rerankers (Rank-R1): latency per question, as the seed reports
+            stats["seconds_per_question"] = stats.get("seconds", 0.0) / stats["questions"]
+        m.update({f"rerank/{k}": round(v, 4) if isinstance(v, float) else v for k, v in stats.items()})
         return m
 
     def close(self) -> None:

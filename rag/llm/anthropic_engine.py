@@ -23,6 +23,7 @@ from typing import Any
 from tenacity import RetryCallState, Retrying, retry_if_exception, stop_after_attempt, wait_exponential_jitter
 from tqdm.auto import tqdm
 
+from rag.errors import ServiceError
 from rag.llm.base import Completion, LLMEngine, LLMRequest
 from rag.llm.cache import ResponseCache
 from rag.llm.openai_compat import token_cost_usd
@@ -33,7 +34,7 @@ RETRYABLE_STATUS = frozenset({408, 409, 429, 500, 502, 503, 504, 529})
 _FINISH = {"end_turn": "stop", "stop_sequence": "stop", "max_tokens": "length"}
 
 
-class AnthropicEngineError(RuntimeError):
+class AnthropicEngineError(ServiceError):
     """An Anthropic API failure explained in one line (missing key, refused key, exhausted retries)."""
 
 

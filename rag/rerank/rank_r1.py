@@ -12,9 +12,11 @@ and receives the winner. Every step collects the pending comparison of every unf
 to the engine as one `generate` batch, so vLLM sees all questions at once and the number of engine calls is the
 longest question's number of comparisons, not the sum.
 
-An answer that cannot be parsed (or names a label outside the set) keeps the current heap order for that step
-(the parent wins, as in the reference code) and is counted in `stats["parse_failures"]`. RAGtifier found
-Rank-R1 too slow for the LiveRAG time budget (up to 100 s per question); `stats` reports the seconds per question.
+An answer that cannot be parsed (or names a label outside the set) is counted in `stats["parse_failures"]` and
+the retriever's order decides that comparison (the best-ranked passage of the set wins). The reference code lets
+the heap parent win instead, which after heap swaps scrambles the list; with our rule a model that never answers
+in format leaves the retrieval order exactly as it was. RAGtifier found Rank-R1 too slow for the LiveRAG time
+budget (up to 100 s per question); `stats` reports the seconds per question.
 """
 
 from __future__ import annotations
@@ -80,10 +82,8 @@ def setwise_heapsort(n: int, num_child: int, depth: int) -> HeapSort:
 
     for i in range(n // num_child, -1, -1):
         yield from sift(n, i)
-    ranked = 0
-    for end in range(n - 1, 0, -1):
-        arr[0], arr[end] = arr[end], arr[0]
-        ranked += 1
+    for ranked, end in enumerate(range(n - 1, 0, -1), start=1):
+        arr[0], arr[end] = arr[end], arr[0]  # the current best goes behind the heap
         if ranked == depth:
             break
         yield from sift(end, 0)
@@ -156,10 +156,10 @@ class RankR1Reranker(Reranker):
                 prompt_tokens += completion.prompt_tokens
                 completion_tokens += completion.completion_tokens
                 best = parse_label(completion.text, len(group))
-                if best is None:
+                if best is None:  # fall back to the retrieval order: the best-ranked candidate of the set wins
                     failures += 1
                     log.debug("rank_r1: unparsable answer for question %d: %r", qi, completion.text[-200:])
-                    best = 0
+                    best = group.index(min(group))
                 try:
                     running[qi] = (sorter, sorter.send(best))
                 except StopIteration as done:
@@ -171,7 +171,7 @@ class RankR1Reranker(Reranker):
                       "llm_steps": steps, "calls_per_question": calls_per_question, "parse_failures": failures,
                       "prompt_tokens": prompt_tokens, "completion_tokens": completion_tokens}
         if failures:
-            log.warning("rank_r1: %d of %d answers unparsable; those comparisons kept the current order",
+            log.warning("rank_r1: %d of %d answers unparsable; the retrieval order decided those comparisons",
                         failures, calls)
         return [r if r is not None else list(range(len(c))) for r, c in zip(results, candidates)]
 

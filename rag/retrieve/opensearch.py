@@ -4,9 +4,10 @@ LiveRAG served FineWeb-10BT on an AWS-managed OpenSearch cluster (index `fineweb
 us-east-1, requests signed with AWS SigV4); each hit's `_source` holds `doc_id` and `text`. Queries are plain
 BM25 `match` queries on `text`, sent in batches through `_msearch`.
 
-Host, port, index and auth come from the config, the host also from `$OPENSEARCH_HOST`. Auth is `aws` (SigV4
-with boto3's credential chain: `aws_profile`, env keys, instance roles; boto3 imported only then), `basic`
-(user and password from the environment variables named in the config) or `none`. The client's own retries are
+Host, port, index and access mode come from the config, the host also from `$OPENSEARCH_HOST`. `access` is `aws`
+(SigV4 with boto3's credential chain: `aws_profile`, env keys, instance roles; boto3 imported only then),
+`basic` (user and password from the environment variables named in the config) or `none`. (The option is not
+called `auth` because the config dump masks every `auth*` value as a secret.) The client's own retries are
 off: we retry rate limits (429), timeouts and server errors (5xx), whole requests or single failed items of a
 batch, with exponential backoff, and end in one `OpenSearchServiceError` that names the host or the variable.
 """
@@ -22,6 +23,7 @@ from urllib.parse import urlsplit
 from tenacity import Retrying, retry_if_exception, stop_after_attempt, wait_exponential_jitter
 
 from rag.data.corpus import Corpus
+from rag.errors import ServiceError
 from rag.llm.cache import slug
 from rag.records import Passage, ScoredPassage
 from rag.retrieve.base import Retriever
@@ -29,7 +31,7 @@ from rag.retrieve.base import Retriever
 RETRYABLE_STATUS = frozenset({408, 429, 500, 502, 503, 504})
 
 
-class OpenSearchServiceError(RuntimeError):
+class OpenSearchServiceError(ServiceError):
     """An OpenSearch failure explained in one line (missing variable, unreachable host, refused request)."""
 
 
@@ -62,19 +64,19 @@ class OpenSearchRetriever(Retriever):
 
     def __init__(self, k: int = 20, index_name: str = "fineweb10bt-512-0w-e5-base-v2", host: str | None = None,
                  host_env: str | None = "OPENSEARCH_HOST", port: int | None = None, use_ssl: bool | None = None,
-                 verify_certs: bool = True, auth: str = "aws", user_env: str = "OPENSEARCH_USER",
+                 verify_certs: bool = True, access: str = "aws", user_env: str = "OPENSEARCH_USER",
                  password_env: str = "OPENSEARCH_PASSWORD", aws_region: str = "us-east-1",
                  aws_profile: str | None = None, aws_service: str = "es", field: str = "text",
                  doc_id_field: str = "doc_id", text_field: str = "text", title_field: str | None = None,
                  batch_size: int = 50, concurrency: int = 4, timeout_s: float = 30.0, max_retries: int = 3,
                  backoff_initial_s: float = 1.0, backoff_max_s: float = 30.0):
         super().__init__(k)
-        if auth not in ("aws", "basic", "none"):
-            raise ValueError(f"retriever.auth must be aws, basic or none, got {auth!r}")
+        if access not in ("aws", "basic", "none"):
+            raise ValueError(f"retriever.access must be aws, basic or none, got {access!r}")
         self.index_name = index_name
         self.host_setting, self.host_env = host, host_env
         self.port, self.use_ssl, self.verify_certs = port, use_ssl, verify_certs
-        self.auth, self.user_env, self.password_env = auth, user_env, password_env
+        self.access, self.user_env, self.password_env = access, user_env, password_env
         self.aws_region, self.aws_profile, self.aws_service = aws_region, aws_profile, aws_service
         self.field, self.doc_id_field, self.text_field, self.title_field = field, doc_id_field, text_field, title_field
         self.batch_size, self.concurrency = max(1, batch_size), max(1, concurrency)
@@ -84,7 +86,7 @@ class OpenSearchRetriever(Retriever):
         self._url = ""
 
     def __repr__(self) -> str:
-        return f"OpenSearchRetriever(index_name={self.index_name!r}, auth={self.auth!r})"
+        return f"OpenSearchRetriever(index_name={self.index_name!r}, access={self.access!r})"
 
     @property
     def key(self) -> str:
@@ -117,19 +119,19 @@ class OpenSearchRetriever(Retriever):
         """The client's auth object and connection class for the configured auth mode."""
         from opensearchpy import RequestsHttpConnection, Urllib3HttpConnection
 
-        if self.auth == "none":
+        if self.access == "none":
             return None, Urllib3HttpConnection
-        if self.auth == "basic":
+        if self.access == "basic":
             missing = [v for v in (self.user_env, self.password_env) if not os.environ.get(v)]
             if missing:
                 raise OpenSearchServiceError(
-                    f"retriever=opensearch: auth=basic needs the environment variable(s) {', '.join(missing)}")
+                    f"retriever=opensearch: access=basic needs the environment variable(s) {', '.join(missing)}")
             return (os.environ[self.user_env], os.environ[self.password_env]), Urllib3HttpConnection
         try:
             import boto3
         except ImportError:
-            raise OpenSearchServiceError("retriever=opensearch: auth=aws needs boto3: pip install boto3 "
-                                         "(or use auth=basic / auth=none)") from None
+            raise OpenSearchServiceError("retriever=opensearch: access=aws needs boto3: pip install boto3 "
+                                         "(or use access=basic / access=none)") from None
         from opensearchpy import AWSV4SignerAuth
 
         try:
@@ -140,7 +142,7 @@ class OpenSearchRetriever(Retriever):
                                          f"({type(err).__name__}: {_one_line(err)})") from None
         if credentials is None:
             raise OpenSearchServiceError(
-                "retriever=opensearch: auth=aws found no AWS credentials; set AWS_ACCESS_KEY_ID and "
+                "retriever=opensearch: access=aws found no AWS credentials; set AWS_ACCESS_KEY_ID and "
                 "AWS_SECRET_ACCESS_KEY, or AWS_PROFILE / retriever.aws_profile (LiveRAG: sigir-participant)")
         return AWSV4SignerAuth(credentials, self.aws_region, self.aws_service), RequestsHttpConnection
 
@@ -231,7 +233,7 @@ class OpenSearchRetriever(Retriever):
             return f"retriever=opensearch: {err} at {self._url} {attempts}"
         if status in (401, 403):
             hint = {"aws": "AWS credentials / region", "basic": f"{self.user_env}/{self.password_env}",
-                    "none": "auth=none; the cluster wants credentials"}[self.auth]
+                    "none": "access=none; the cluster wants credentials"}[self.access]
             return f"retriever=opensearch: {self._url} refused the credentials (HTTP {status}); check {hint}"
         if status == 404:
             return f"retriever=opensearch: index {self.index_name!r} not found at {self._url} (HTTP 404)"

@@ -24,6 +24,7 @@ from typing import Any
 from tenacity import Retrying, retry_if_exception, stop_after_attempt, wait_exponential_jitter
 
 from rag.data.corpus import Corpus
+from rag.errors import ServiceError
 from rag.llm.cache import slug
 from rag.records import Passage, ScoredPassage
 from rag.retrieve.base import Retriever
@@ -34,7 +35,7 @@ log = logging.getLogger(__name__)
 RETRYABLE_STATUS = frozenset({408, 429, 500, 502, 503, 504, 529})
 
 
-class PineconeServiceError(RuntimeError):
+class PineconeServiceError(ServiceError):
     """A Pinecone failure explained in one line (missing key, unreachable host, refused request)."""
 
 
@@ -161,8 +162,9 @@ class PineconeRetriever(Retriever):
     # -- search -------------------------------------------------------------------------------------------------
     def _query(self, vector: Sequence[float], k: int):
         index = self._connect()
+        values = [float(x) for x in vector]  # numpy floats are not JSON-serialisable
         return self._with_retries(
-            lambda: index.query(vector=[float(x) for x in vector], top_k=k, namespace=self.namespace, include_metadata=True,
+            lambda: index.query(vector=values, top_k=k, namespace=self.namespace, include_metadata=True,
                                 include_values=False), "query")
 
     def _to_passages(self, response: Any) -> list[ScoredPassage]:

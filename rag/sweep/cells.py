@@ -197,9 +197,10 @@ def load_sweep(sweep_dir: str | Path) -> Sweep:
         if not overrides_file.is_file():
             continue
         cell = Cell(dir=child, overrides=[str(o) for o in (_read_yaml(overrides_file) or [])], started=True)
-        num = cell.hydra.get("job", {}).get("num")
-        if num is None and child.name.split("_", 1)[0].isdigit():
-            num = int(child.name.split("_", 1)[0])
+        num = cell.hydra.get("job", {}).get("num")  # absent ("???") once a cell was rerun outside the sweep
+        if not (isinstance(num, int) or str(num).isdigit()):
+            prefix = child.name.split("_", 1)[0]
+            num = int(prefix) if prefix.isdigit() else None
         cell.num = int(num) if num is not None else None
         started.append(cell)
 

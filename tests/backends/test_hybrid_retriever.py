@@ -57,8 +57,10 @@ def test_rrf_k_weights_ties_and_cut():
     # a heavier second list flips it; rrf_k changes the scores
     weighted = HybridRetriever(a, b, weights=[1.0, 2.0]).search(["q"], 2)[0]
     assert [p.passage.passage_id for p in weighted] == ["y", "x"]
-    small = HybridRetriever(a, b, rrf_k=1).search(["q"], 1)[0]
-    assert len(small) == 1 and small[0].score == pytest.approx(1 / 2 + 1 / 3)
+    shallow = HybridRetriever(a, b, rrf_k=1).search(["q"], 1)[0]  # each list searched to depth 1 only
+    assert len(shallow) == 1 and shallow[0].score == pytest.approx(1 / 2)
+    deep = HybridRetriever(a, b, rrf_k=1, depth=2).search(["q"], 1)[0]
+    assert len(deep) == 1 and deep[0].score == pytest.approx(1 / 2 + 1 / 3)
 
 
 def test_depth_controls_sub_retrievers():

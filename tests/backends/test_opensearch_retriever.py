@@ -38,7 +38,7 @@ def _echo(rec) -> Reply:
 
 
 def _retriever(url: str, **kwargs) -> OpenSearchRetriever:
-    defaults = dict(host=url, auth="basic", backoff_initial_s=0.01, backoff_max_s=0.02, timeout_s=5.0)
+    defaults = dict(host=url, access="basic", backoff_initial_s=0.01, backoff_max_s=0.02, timeout_s=5.0)
     return OpenSearchRetriever(**{**defaults, **kwargs})
 
 
@@ -82,7 +82,7 @@ def test_batches_keep_query_order(fake_service, basic_env):
 def test_host_port_and_scheme_from_env(fake_service, basic_env, monkeypatch):
     fake_service.responder = _echo
     monkeypatch.setenv("OPENSEARCH_HOST", fake_service.url)
-    retriever = OpenSearchRetriever(auth="basic", host=None, max_retries=0)
+    retriever = OpenSearchRetriever(access="basic", host=None, max_retries=0)
     assert retriever.search(["x"], k=2)[0][0].passage.text == "x passage 0"
     assert len(fake_service.requests) == 1
 
@@ -94,7 +94,7 @@ def test_sigv4_signing(fake_service, monkeypatch):
     monkeypatch.delenv("AWS_SESSION_TOKEN", raising=False)
     monkeypatch.delenv("AWS_PROFILE", raising=False)
     fake_service.responder = _echo
-    _retriever(fake_service.url, auth="aws", aws_region="us-east-1").search(["capital of france"], k=2)
+    _retriever(fake_service.url, access="aws", aws_region="us-east-1").search(["capital of france"], k=2)
     [rec] = fake_service.requests
     auth = rec.headers["authorization"]
     assert auth.startswith("AWS4-HMAC-SHA256 Credential=AKIDEXAMPLETEST/")
@@ -111,18 +111,18 @@ def test_aws_without_credentials_says_so(monkeypatch, tmp_path):
     monkeypatch.setenv("AWS_CONFIG_FILE", str(tmp_path / "none"))
     monkeypatch.setenv("AWS_EC2_METADATA_DISABLED", "true")
     with pytest.raises(OpenSearchServiceError) as err:
-        _retriever("http://127.0.0.1:1", auth="aws").prepare(None, "unused")
+        _retriever("http://127.0.0.1:1", access="aws").prepare(None, "unused")
     assert "AWS_ACCESS_KEY_ID" in str(err.value) and "\n" not in str(err.value)
 
 
 def test_missing_host_and_password_name_the_variables(monkeypatch):
     monkeypatch.delenv("OPENSEARCH_HOST", raising=False)
     with pytest.raises(OpenSearchServiceError, match="OPENSEARCH_HOST"):
-        OpenSearchRetriever(auth="none").prepare(None, "unused")
+        OpenSearchRetriever(access="none").prepare(None, "unused")
     monkeypatch.setenv("OPENSEARCH_USER", "reader")
     monkeypatch.delenv("OPENSEARCH_PASSWORD", raising=False)
     with pytest.raises(OpenSearchServiceError, match="OPENSEARCH_PASSWORD"):
-        OpenSearchRetriever(auth="basic", host="http://127.0.0.1:1").prepare(None, "unused")
+        OpenSearchRetriever(access="basic", host="http://127.0.0.1:1").prepare(None, "unused")
 
 
 def test_failed_items_are_retried_alone(fake_service, basic_env):
@@ -199,7 +199,7 @@ def test_repr_and_logs_never_show_the_password(fake_service, basic_env, caplog):
 @pytest.mark.live
 @pytest.mark.skipif(not os.environ.get("OPENSEARCH_HOST"), reason="OPENSEARCH_HOST not set")
 def test_live_index():
-    """Against the real cluster (auth from $OPENSEARCH_AUTH: aws with AWS credentials, or basic)."""
+    """Against the real cluster (access mode from $OPENSEARCH_ACCESS: aws with AWS credentials, or basic)."""
     from hydra.utils import instantiate
     from omegaconf import OmegaConf
 

@@ -1,0 +1,179 @@
+"""Sweep folder tools on a hand-made SLURM sweep folder (fast): cell discovery (started, failed, never started),
+the summary table and its files, the W&B summary run read back from disk, `jobs.status` and `jobs.resubmit`."""
+
+from __future__ import annotations
+
+import json
+import pickle
+import shlex
+from pathlib import Path
+
+import pytest
+import yaml
+
+import jobs.status
+from jobs import resubmit
+from rag.sweep.cells import load_sweep
+from rag.sweep.summary import collect, metric_direction, summarize
+from tests.cluster.helpers import offline_runs, read_wandb_run, wandb_table
+
+TASK = ["dataset=hotpotqa", "rerank.k=2,3", "ordering=inverted,as_ranked"]
+#: the four cells BasicSweeper makes of TASK, in job-number order
+CELLS = [["dataset=hotpotqa", "rerank.k=2", "ordering=inverted"],
+         ["dataset=hotpotqa", "rerank.k=2", "ordering=as_ranked"],
+         ["dataset=hotpotqa", "rerank.k=3", "ordering=inverted"],
+         ["dataset=hotpotqa", "rerank.k=3", "ordering=as_ranked"]]
+
+
+def _dirname(overrides: list[str]) -> str:
+    return ",".join(sorted(overrides))
+
+
+def _write_cell(sweep: Path, num: int, metrics: dict | None, journal: int = 0, job: str | None = None) -> Path:
+    cell = sweep / f"{num}_{_dirname(CELLS[num])}"
+    (cell / ".hydra").mkdir(parents=True)
+    (cell / ".hydra" / "overrides.yaml").write_text(yaml.safe_dump(CELLS[num]))
+    (cell / ".hydra" / "hydra.yaml").write_text(yaml.safe_dump(
+        {"hydra": {"job": {"id": job or f"900_{num}", "num": num}, "runtime": {"cwd": str(sweep)},
+                   "mode": "MULTIRUN"}}))
+    (cell / ".hydra" / "config.yaml").write_text(yaml.safe_dump(
+        {"logger": {"_target_": "rag.loggers.wandb_logger.WandbLogger", "project": "sweep-test",
+                    "entity": None, "mode": "offline"}}))
+    rows = [{"id": f"q{i}", "answer": "a", "hop": "multi", "scores": {"f1": 0.1 * (num + i), "em": 0.0}}
+            for i in range(3)]
+    if journal:
+        (cell / "answers.partial.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows[:journal]))
+    if metrics is not None:
+        (cell / "answers.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+        (cell / "metrics.json").write_text(json.dumps(metrics))
+    return cell
+
+
+@pytest.fixture
+def sweep_dir(tmp_path) -> Path:
+    """Cells 0 and 2 complete, 1 failed after journalling 1 answer (CUDA OOM), 3 never started."""
+    sweep = tmp_path / "multirun" / "2025-01-01" / "10-00-00"
+    sweep.mkdir(parents=True)
+    (sweep / "multirun.yaml").write_text(yaml.safe_dump({
+        "hydra": {
+            "sweep": {"dir": str(sweep), "subdir": "${hydra.job.num}_${hydra.job.override_dirname}"},
+            "sweeper": {"_target_": "hydra._internal.core_plugins.basic_sweeper.BasicSweeper"},
+            "launcher": {"_target_": "hydra_plugins.hydra_submitit_launcher.submitit_launcher.SlurmLauncher",
+                         "submitit_folder": "${hydra.sweep.dir}/.submitit/%j", "partition": "debug",
+                         "timeout_min": 30, "cpus_per_task": 1, "mem_gb": 2, "gpus_per_node": 0,
+                         "gres": None, "signal_delay_s": 120, "max_num_timeout": 2,
+                         "setup": ["echo setup-line"], "additional_parameters": {}},
+            "overrides": {"hydra": ["hydra/launcher=slurm", "hydra.mode=MULTIRUN"], "task": TASK},
+            "job": {"name": "main", "config": {"override_dirname": {
+                "kv_sep": "=", "item_sep": ",", "exclude_keys": ["logger", "paths.cache_dir"]}}},
+            "runtime": {"cwd": str(tmp_path)}},
+        "dataset": {"name": "hotpotqa"}}))
+    _write_cell(sweep, 0, {"answer/f1/all": 0.5, "recall/rerank@2/all": 0.8, "time/total_s": 10.0,
+                           "llm_calls": 3, "n_questions": 3})
+    _write_cell(sweep, 1, None, journal=1)
+    _write_cell(sweep, 2, {"answer/f1/all": 0.7, "recall/rerank@3/all": 0.6, "time/total_s": 12.5,
+                           "llm_calls": 3, "n_questions": 3})
+    job = sweep / ".submitit" / "900_1"
+    job.mkdir(parents=True)
+    (job / "900_1_0_log.err").write_text("loading model\nTraceback (most recent call last):\n"
+                                         "torch.OutOfMemoryError: CUDA out of memory\n")
+    with open(job / "900_1_0_result.pkl", "wb") as handle:
+        pickle.dump(("error", "Traceback ...\ntorch.OutOfMemoryError: CUDA out of memory"), handle)
+    (sweep / ".submitit" / "900").mkdir()
+    (sweep / ".submitit" / "900" / "900_submission.sh").write_text("#!/bin/bash\n")
+    return sweep
+
+
+@pytest.fixture(autouse=True)
+def no_scheduler(monkeypatch):
+    """The hand-made job ids do not exist in any scheduler: answer as if SLURM had forgotten them."""
+    monkeypatch.setattr(jobs.status, "job_states", lambda ids, local=False: {})
+
+
+def test_cells_include_never_started_ones_with_their_future_folder(sweep_dir):
+    sweep = load_sweep(sweep_dir)
+    assert [c.num for c in sweep.cells] == [0, 1, 2, 3]
+    assert [c.started for c in sweep.cells] == [True, True, True, False]
+    assert [c.complete for c in sweep.cells] == [True, False, True, False]
+    assert sweep.cells[3].dir == sweep_dir / "3_dataset=hotpotqa,ordering=as_ranked,rerank.k=3"
+    assert sweep.cells[3].overrides == CELLS[3]
+    assert sweep.swept_keys == ["rerank.k", "ordering"]
+    assert sweep.fixed_overrides == {"dataset": "hotpotqa"}
+    assert sweep.group == "10-00-00"
+    assert sweep.cells[1].job_id == "900_1"
+    assert sweep.launcher_params()["partition"] == "debug"
+
+
+def test_summary_table_marks_best_cell_per_metric(sweep_dir):
+    summary = collect(sweep_dir)
+    assert [r["status"] for r in summary.rows] == ["complete", "partial (1 answers)", "complete", "missing"]
+    assert [(r["rerank.k"], r["ordering"]) for r in summary.rows] == [("2", "inverted"), ("2", "as_ranked"),
+                                                                      ("3", "inverted"), ("3", "as_ranked")]
+    cells = [r["cell"] for r in summary.rows]
+    assert summary.best["answer/f1/all"].cells == [cells[2]]  # max
+    assert summary.best["time/total_s"].cells == [cells[0]]  # min: cost
+    assert summary.best["recall/rerank@k/all"].cells == [cells[0]]  # each cell's own k, one column
+    assert [r["recall/rerank@k/all"] for r in summary.rows] == [0.8, None, 0.6, None]
+    assert "n_questions" not in summary.best  # bookkeeping is not ranked
+    assert metric_direction("llm_calls") == -1 and metric_direction("answer/em/all") == 1
+
+
+def test_summary_files_and_wandb_run(sweep_dir):
+    summary = summarize(sweep_dir, wandb=True, n_boot=20)
+    csv_lines = (sweep_dir / "summary.csv").read_text().splitlines()
+    assert csv_lines[0].startswith("cell,status,rerank.k,ordering,")
+    assert len(csv_lines) == 5
+    md = (sweep_dir / "summary.md").read_text()
+    assert "**0.7**" in md and "**10**" in md and "Fixed overrides: `dataset=hotpotqa`" in md
+    assert "answer/f1/all,max,0.7," in (sweep_dir / "best.csv").read_text()
+    assert json.loads((sweep_dir / "summary.json").read_text())["n_complete"] == 2
+    assert not list(sweep_dir.glob(".*.tmp"))
+    if summary.agreement_csv is not None:  # eval.agreement present: scores/f1 vs scores/em over 2 cells
+        assert (sweep_dir / "agreement.csv").read_text().startswith("eval_a,eval_b")
+
+    runs = offline_runs(sweep_dir)
+    assert len(runs) == 1
+    run = read_wandb_run(runs[0])
+    assert run["group"] == "10-00-00" and run["job_type"] == "sweep-summary"
+    assert run["name"] == "10-00-00-summary"
+    assert {"sweep-summary", "swept:rerank.k", "swept:ordering"} <= set(run["tags"])
+    assert run["config"]["n_cells"] == 4 and run["config"]["swept"] == ["rerank.k", "ordering"]
+    assert run["summary"]["best/answer/f1/all"] == 0.7
+    assert run["summary"]["best_cell/answer/f1/all"] == summary.rows[2]["cell"]
+    table = wandb_table(runs[0], "sweep/summary")
+    assert len(table["data"]) == 4 and table["columns"][:4] == ["cell", "status", "rerank.k", "ordering"]
+
+
+def test_status_reports_states_and_failure_tail(sweep_dir, capsys):
+    code = jobs.status.main([str(sweep_dir), "--check"])
+    out = capsys.readouterr().out
+    assert code == 1  # not all complete
+    assert "CUDA out of memory" in out and "1 answers kept" in out
+    assert "2 complete, 1 failed, 1 missing" in out
+    jobs.status.main([str(sweep_dir), "--json"])
+    rows = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+    assert [r["state"] for r in rows] == ["complete", "failed", "complete", "missing"]
+    assert [r["has_metrics"] for r in rows] == [True, False, True, False]
+    assert rows[1]["job_id"] == "900_1" and rows[1]["scheduler_state"] == "FAILED"
+
+
+def test_resubmit_selects_failed_and_missing_cells_with_their_overrides(sweep_dir, capsys):
+    assert resubmit.main([str(sweep_dir), "--dry-run", "--launcher", "slurm"]) == 0
+    out = capsys.readouterr().out
+    commands = [line for line in out.splitlines() if line.startswith("DRY RUN: sbatch")]
+    assert len(commands) == 2
+    for num, command in zip((1, 3), commands):
+        cell_dir = sweep_dir / f"{num}_{_dirname(CELLS[num])}"
+        parts = shlex.split(command.removeprefix("DRY RUN: "))
+        # quoted for Hydra's override grammar: the folder name holds "=" and ","
+        assert parts[-4:] == [*CELLS[num], f"hydra.run.dir='{cell_dir}'"]
+        for option in ("--partition=debug", "--time=30", "--mem=2G", "--cpus-per-task=1",
+                       "--signal=B:USR1@120", "single_run.sbatch"):
+            assert option in command
+        assert "--gpus-per-node" not in command  # 0 GPUs: no GPU request at all
+    assert resubmit.main([str(sweep_dir), "--dry-run", "--launcher", "local", "--cells", "3"]) == 0
+    out = capsys.readouterr().out
+    commands = [line for line in out.splitlines() if line.startswith("DRY RUN:")]
+    assert len(commands) == 1
+    assert shlex.split(commands[0].removeprefix("DRY RUN: "))[1:] == [
+        "-m", "rag.main", *CELLS[3], f"hydra.run.dir='{sweep_dir / ('3_' + _dirname(CELLS[3]))}'"]
