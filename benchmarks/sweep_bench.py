@@ -131,16 +131,17 @@ def bench_scaling(cells: list[int], questions: int, work: Path) -> dict:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    common = argparse.ArgumentParser(add_help=False)
+    common.add_argument("--out", type=Path, default=None, help="also write the JSON result here")
     sub = parser.add_subparsers(dest="what", required=True)
-    p = sub.add_parser("overhead")
+    p = sub.add_parser("overhead", parents=[common])
     p.add_argument("--launchers", nargs="+", default=["basic", "local", "slurm"])
     p.add_argument("--cells", type=int, default=4)
-    p = sub.add_parser("cache")
+    p = sub.add_parser("cache", parents=[common])
     p.add_argument("--questions", type=int, default=3)
-    p = sub.add_parser("scaling")
+    p = sub.add_parser("scaling", parents=[common])
     p.add_argument("--cells", type=int, nargs="+", default=[1, 2, 4, 8])
     p.add_argument("--questions", type=int, default=3)
-    parser.add_argument("--out", type=Path, default=None)
     args = parser.parse_args()
     work = Path(tempfile.mkdtemp(prefix=f"sweep-bench-{args.what}-"))
     if args.what == "overhead":

@@ -164,5 +164,5 @@ def tail(path: Path | None, lines: int = 20) -> str:
         size = handle.tell()
         handle.seek(max(0, size - 64_000))
         text = handle.read().decode("utf-8", errors="replace")
-    cleaned = [line.rsplit("\r", 1)[-1] for line in text.splitlines()]
-    return "\n".join(line for line in cleaned[-lines:])
+    cleaned = [line.rsplit("\r", 1)[-1].rstrip() for line in text.splitlines()]
+    return "\n".join([line for line in cleaned if line][-lines:])

@@ -83,9 +83,11 @@ def sweep_status(sweep_dir: str | Path) -> tuple[Sweep, list[CellStatus]]:
             status.job_id, status.stderr = job.job_id, job.stderr
         statuses.append((status, job, record))
 
-    slurm_ids = [s.job_id for s, _, r in statuses if s.job_id and not ((r or {}).get("launcher") == "local"
-                                                                          or (r is None and local))]
-    local_ids = [s.job_id for s, _, r in statuses if s.job_id and s.job_id not in slurm_ids]
+    def runs_locally(record: dict[str, Any] | None) -> bool:
+        return record["launcher"] == "local" if record else local
+
+    slurm_ids = [s.job_id for s, _, r in statuses if s.job_id and not runs_locally(r)]
+    local_ids = [s.job_id for s, _, r in statuses if s.job_id and runs_locally(r)]
     states = {**job_states(slurm_ids), **job_states(local_ids, local=True)}
 
     out = []

@@ -70,6 +70,7 @@ class TrustRAGGenerator(MultiStepGenerator):
         internal_t = self.template("internal")
         internal_reqs = [self.step_request(internal_t, self.internal_max_tokens, question=q) for q in questions]
         internal_out = self.run_step(ctx, internal_reqs, "trustrag internal")
+        # an empty answer from memory is treated as the method's own "I don't know" (raw output kept in steps)
         internal = [clean_output(first_paragraph(c.text)) or "I don't know" for c in internal_out]
 
         consolidate_t = self.template("consolidate")

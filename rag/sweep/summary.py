@@ -83,11 +83,12 @@ class SweepSummary:
 
 
 def _status(cell: Cell) -> str:
+    """complete / incomplete (running or failed: `python -m jobs.status` asks the scheduler) / not started."""
     if cell.complete:
         return "complete"
     if not cell.started:
-        return "missing"
-    return f"partial ({cell.journal_lines()} answers)" if cell.journal_lines() else "failed"
+        return "not started"
+    return f"incomplete ({cell.journal_lines()} answers)"
 
 
 def collect(sweep_dir: str | Path) -> SweepSummary:

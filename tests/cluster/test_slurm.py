@@ -138,3 +138,31 @@ def test_preempted_cell_is_requeued_by_submitit_and_resumes(slurm, hotpot_data, 
     assert len(records) == n and len({r["id"] for r in records}) == n
     metrics = json.loads((cell / "metrics.json").read_text())
     assert metrics["llm_calls"] == n - kept  # the requeued run generated only what was missing
+
+
+def test_single_run_sbatch_requeues_itself_at_the_time_limit_and_resumes(slurm, hotpot_data, tmp_path):
+    """jobs/single_run.sbatch: USR1 to the batch shell (what --signal=B:USR1@300 sends before the time limit)
+    stops the run and requeues the job, which resumes into the same run folder (keyed by the job id)."""
+    n = 6
+    env = rag_env(tmp_path, RAG_PYTHON=PYTHON)
+    overrides = [*CHEAP, f"dataset.limit={n}", "generation.chunk_size=2", "logger=none", "cache.llm_responses=false"]
+    submitted = subprocess.run(["sbatch", "--parsable", "--cpus-per-task=1", "--mem=2G", "--time=30",
+                                f"--output={tmp_path}/job-%j.out", f"--chdir={ROOT}",
+                                str(ROOT / "jobs" / "single_run.sbatch"), *overrides],
+                               env=env, capture_output=True, text=True, timeout=60)
+    assert submitted.returncode == 0, submitted.stderr
+    job_id = submitted.stdout.strip().split(";")[0]
+    run_dir = tmp_path / "outputs" / "runs" / f"slurm-{job_id}"
+    try:
+        wait_for(lambda: journal_lines(run_dir) >= 1, timeout=900, interval=0.2, what="a journalled chunk")
+        assert journal_lines(run_dir) < n, "finished before it could be signalled"
+        subprocess.run(["scancel", "--batch", "--signal=USR1", job_id], check=True, timeout=30)
+        wait_for(lambda: (run_dir / "metrics.json").exists(), timeout=1200, interval=2, what="the requeued run")
+    finally:
+        subprocess.run(["scancel", job_id], capture_output=True)
+    log = (tmp_path / f"job-{job_id}.out").read_text()
+    assert "requeueing job" in log, log[-3000:]
+    kept = int(re.search(r"resuming: (\d+) answers already written", (run_dir / "main.log").read_text()).group(1))
+    records = read_jsonl(run_dir / "answers.jsonl")
+    assert 1 <= kept < n and len({r["id"] for r in records}) == len(records) == n
+    assert json.loads((run_dir / "metrics.json").read_text())["llm_calls"] == n - kept

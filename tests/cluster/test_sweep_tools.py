@@ -106,7 +106,8 @@ def test_cells_include_never_started_ones_with_their_future_folder(sweep_dir):
 
 def test_summary_table_marks_best_cell_per_metric(sweep_dir):
     summary = collect(sweep_dir)
-    assert [r["status"] for r in summary.rows] == ["complete", "partial (1 answers)", "complete", "missing"]
+    assert [r["status"] for r in summary.rows] == ["complete", "incomplete (1 answers)", "complete",
+                                                   "not started"]
     assert [(r["rerank.k"], r["ordering"]) for r in summary.rows] == [("2", "inverted"), ("2", "as_ranked"),
                                                                       ("3", "inverted"), ("3", "as_ranked")]
     cells = [r["cell"] for r in summary.rows]

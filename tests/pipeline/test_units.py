@@ -113,6 +113,8 @@ def test_trec_export_maps_markers_to_references():
 
 @pytest.mark.parametrize("override", ["retriever=bm25", "retriever=dense", "rerank=none", "rerank=dense",
                                       "ordering=inverted", "ordering=as_ranked", "generator=simple",
+                                      "generator=trustrag", "generator=instructrag", "generator=astuterag",
+                                      "generator=iterdrag", "retriever=hybrid", "retriever=e5_base_v2",
                                       "llm=gemma3_270m", "logger=wandb", "logger=none", "dataset=liverag_dev",
                                       "dataset=squad_v2", "dataset=hotpotqa", "dataset=musique",
                                       "dataset=liverag_live"])
