@@ -63,7 +63,7 @@ def main(cfg: DictConfig) -> float | None:
         try:
             metrics = run(cfg, run_dir, name=name, group=group, tags=tags)
         except InstantiationException as err:  # a component's constructor refused its config
-            raise err.__cause__ if isinstance(err.__cause__, CLEAR_ERRORS) else err
+            raise (err.__cause__ if isinstance(err.__cause__, CLEAR_ERRORS) else err) from None
     except CLEAR_ERRORS as err:
         # bad input or an unreachable service: one clear message, no stack trace (nothing half-written)
         log.error("%s: %s", type(err).__name__, err)
