@@ -21,6 +21,7 @@ from rag.data.paths import MissingDataError
 from rag.errors import ServiceError
 from rag.io import DataError
 from rag.pipeline import Pipeline, format_metrics_table
+from rag.sweep.cells import sweep_group
 
 log = logging.getLogger(__name__)
 
@@ -51,7 +52,7 @@ def _sweep_identity() -> tuple[str, str | None, list[str]]:
     hc = HydraConfig.get()
     overrides = [o for o in hc.overrides.task if not o.startswith(("paths.", "hydra."))]
     name = hc.job.override_dirname or hc.job.name
-    group = Path(hc.sweep.dir).name if hc.mode.name == "MULTIRUN" else None
+    group = sweep_group(hc.sweep.dir) if hc.mode.name == "MULTIRUN" else None
     return name, group, overrides
 
 
@@ -67,6 +68,8 @@ def main(cfg: DictConfig) -> float | None:
     except CLEAR_ERRORS as err:
         # bad input or an unreachable service: one clear message, no stack trace (nothing half-written)
         log.error("%s: %s", type(err).__name__, err)
+        if HydraConfig.get().mode.name == "MULTIRUN" or "SUBMITIT_EXECUTOR" in os.environ:
+            raise  # launchers record a failed cell from the exception; SystemExit would leave no result
         sys.exit(2)
     print(f"\nRun folder: {run_dir}\n{format_metrics_table(metrics)}", flush=True)
     objective = cfg.get("objective")

@@ -105,8 +105,8 @@ class Sweep:
 
     @property
     def group(self) -> str:
-        """The W&B group of the sweep's runs: `rag.main` uses the sweep folder's name."""
-        return self.dir.name
+        """The W&B group of the sweep's runs (the same function names it in `rag.main`)."""
+        return sweep_group(self.dir)
 
     @property
     def swept_keys(self) -> list[str]:
@@ -217,3 +217,10 @@ def load_sweep(sweep_dir: str | Path) -> Sweep:
                 cells.append(Cell(dir=sweep_dir / _subdir(num, overrides, master), overrides=overrides, num=num))
     cells.sort(key=lambda c: (c.num is None, c.num if c.num is not None else 0, c.name))
     return Sweep(dir=sweep_dir, cells=cells, master=master)
+
+
+def sweep_group(sweep_dir: str | Path) -> str:
+    """W&B group of a sweep: its folder with the parent (`<date>_<time>` for the default layout), so sweeps
+    started at the same time of day on different days never share a group."""
+    path = Path(sweep_dir)
+    return f"{path.parent.name}_{path.name}" if path.parent.name else path.name

@@ -41,9 +41,12 @@ _HIGHER_NAMES = {"llm_tokens_per_s"}
 
 def metric_direction(name: str) -> int:
     """+1 when a higher value is better, -1 when lower is better, 0 for bookkeeping (counts, cache hits)."""
-    if name in _LOWER_NAMES or name.startswith(_LOWER_PREFIXES):
+    if name in _HIGHER_NAMES:
+        return 1
+    if (name in _LOWER_NAMES or name.startswith(_LOWER_PREFIXES) or "cost" in name or "seconds" in name
+            or name.endswith("_s")):
         return -1
-    if name in _HIGHER_NAMES or name.startswith(_HIGHER_PREFIXES):
+    if name.startswith(_HIGHER_PREFIXES):
         return 1
     return 0
 

@@ -12,6 +12,7 @@ import pytest
 import yaml
 
 from rag.io import read_jsonl
+from rag.sweep.cells import sweep_group
 from tests.cluster.helpers import (
     CHEAP,
     offline_runs,
@@ -51,7 +52,7 @@ def test_local_sweep_wandb_summary_status_and_resubmit(hotpot_data, tmp_path):
         logged = read_wandb_run(offline)
         overrides = _overrides(cell)
         assert logged["name"] == cell.name.split("_", 1)[1]
-        assert logged["group"] == sweep.name
+        assert logged["group"] == sweep_group(sweep)
         assert set(logged["tags"]) == set(overrides)
         assert logged["config"]["rerank"]["k"] == int(dict(o.split("=") for o in overrides)["rerank.k"])
         assert logged["config"]["dataset"]["limit"] == 2
@@ -65,7 +66,7 @@ def test_local_sweep_wandb_summary_status_and_resubmit(hotpot_data, tmp_path):
     assert all(",complete," in row for row in rows[1:])
     [summary_run] = offline_runs(sweep)
     logged = read_wandb_run(summary_run)
-    assert logged["group"] == sweep.name and logged["job_type"] == "sweep-summary"
+    assert logged["group"] == sweep_group(sweep) and logged["job_type"] == "sweep-summary"
     assert len(wandb_table(summary_run, "sweep/summary")["data"]) == 4
     assert any(k.startswith("best/answer/f1/") for k in logged["summary"])
 
@@ -95,7 +96,7 @@ def test_local_sweep_wandb_summary_status_and_resubmit(hotpot_data, tmp_path):
     assert metrics["llm_calls"] + metrics["llm_cache_hits"] == 1  # only the unjournalled question
     [offline] = offline_runs(cell)
     logged = read_wandb_run(offline)
-    assert logged["group"] == sweep.name and set(logged["tags"]) == set(_overrides(cell))
+    assert logged["group"] == sweep_group(sweep) and set(logged["tags"]) == set(_overrides(cell))
     assert logged["name"] == cell.name.split("_", 1)[1]
     assert run_module("jobs.status", [str(sweep), "--check"], env).returncode == 0
     assert [json.loads(line)["launcher"] for line in (sweep / "resubmit.jsonl").read_text().splitlines()] == \

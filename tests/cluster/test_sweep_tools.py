@@ -99,7 +99,7 @@ def test_cells_include_never_started_ones_with_their_future_folder(sweep_dir):
     assert sweep.cells[3].overrides == CELLS[3]
     assert sweep.swept_keys == ["rerank.k", "ordering"]
     assert sweep.fixed_overrides == {"dataset": "hotpotqa"}
-    assert sweep.group == "10-00-00"
+    assert sweep.group == f"{sweep_dir.parent.name}_10-00-00"
     assert sweep.cells[1].job_id == "900_1"
     assert sweep.launcher_params()["partition"] == "debug"
 
@@ -117,6 +117,8 @@ def test_summary_table_marks_best_cell_per_metric(sweep_dir):
     assert [r["recall/rerank@k/all"] for r in summary.rows] == [0.8, None, 0.6, None]
     assert "n_questions" not in summary.best  # bookkeeping is not ranked
     assert metric_direction("llm_calls") == -1 and metric_direction("answer/em/all") == 1
+    assert metric_direction("llm_cost_usd") == -1 and metric_direction("rerank/seconds_per_question") == -1
+    assert metric_direction("llm_tokens_per_s") == 1 and metric_direction("retrieval_cache_hits") == 0
 
 
 def test_summary_files_and_wandb_run(sweep_dir):
@@ -135,8 +137,8 @@ def test_summary_files_and_wandb_run(sweep_dir):
     runs = offline_runs(sweep_dir)
     assert len(runs) == 1
     run = read_wandb_run(runs[0])
-    assert run["group"] == "10-00-00" and run["job_type"] == "sweep-summary"
-    assert run["name"] == "10-00-00-summary"
+    assert run["group"] == f"{sweep_dir.parent.name}_10-00-00" and run["job_type"] == "sweep-summary"
+    assert run["name"] == f"{sweep_dir.parent.name}_10-00-00-summary"
     assert {"sweep-summary", "swept:rerank.k", "swept:ordering"} <= set(run["tags"])
     assert run["config"]["n_cells"] == 4 and run["config"]["swept"] == ["rerank.k", "ordering"]
     assert run["summary"]["best/answer/f1/all"] == 0.7
