@@ -140,3 +140,19 @@ def test_missing_model_file_is_one_clear_error(tmp_path):
     cfg = compose_config([f"llm.model_path={tmp_path}/nope.gguf"], tmp_path)
     with pytest.raises((FileNotFoundError, InstantiationException), match="llm.model_path: no model file"):
         instantiate(cfg.llm)
+
+
+def test_ragtifier_experiment_composes_the_published_setting(tmp_path):
+    from hydra import compose, initialize_config_dir
+
+    from tests.conftest import CONF_DIR
+
+    with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
+        cfg = compose(config_name="config", overrides=["experiment=ragtifier", "rerank.k=10"],
+                      return_hydra_config=True)
+    assert cfg.retriever._target_.endswith("PineconeRetriever") and cfg.retriever.k == 200
+    assert cfg.rerank._target_.endswith("BGEReranker") and cfg.rerank.k == 10
+    assert cfg.generator._target_.endswith("InstructRAGGenerator")
+    assert cfg.llm.model == "tiiuae/Falcon3-10B-Instruct" and cfg.llm.default_params.temperature == 0.1
+    assert cfg.judge.judges[0].llm.model == "google/gemma-3-27b-it"  # judged apart from the generator
+    assert cfg.hydra.launcher._target_.endswith("SlurmLauncher")
