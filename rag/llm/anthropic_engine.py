@@ -16,17 +16,14 @@ from __future__ import annotations
 import inspect
 import logging
 import os
-from collections.abc import Sequence
-from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from tenacity import RetryCallState, Retrying, retry_if_exception, stop_after_attempt, wait_exponential_jitter
-from tqdm.auto import tqdm
 
 from rag.errors import ServiceError
-from rag.llm.base import Completion, LLMEngine, LLMRequest
+from rag.llm.base import Completion, LLMRequest
 from rag.llm.cache import ResponseCache
-from rag.llm.openai_compat import token_cost_usd
+from rag.llm.hosted import ConcurrentAPIEngine
 
 log = logging.getLogger(__name__)
 
@@ -66,23 +63,19 @@ class _RetryAfterOrBackoff:
         return self.backoff(state)
 
 
-class AnthropicEngine(LLMEngine):
+class AnthropicEngine(ConcurrentAPIEngine):
     def __init__(self, model: str = "claude-3-5-haiku-20241022", api_key_env: str = "ANTHROPIC_API_KEY",
                  base_url: str | None = None, concurrency: int = 4, timeout_s: float = 120.0, max_retries: int = 6,
                  backoff_initial_s: float = 2.0, backoff_max_s: float = 60.0,
                  price_input_per_mtok: float | None = 0.8, price_output_per_mtok: float | None = 4.0,
                  cache: ResponseCache | None = None, default_params: dict[str, Any] | None = None):
         super().__init__(model=model, chat_format="chat", cache=cache, default_params=default_params,
-                         supports_json_schema=False)
+                         supports_json_schema=False, concurrency=concurrency,
+                         price_input_per_mtok=price_input_per_mtok, price_output_per_mtok=price_output_per_mtok)
         self.api_key_env = api_key_env
         self.base_url = base_url or None
-        self.concurrency = max(1, concurrency)
         self.timeout_s, self.max_retries = timeout_s, max_retries
         self.backoff_initial_s, self.backoff_max_s = backoff_initial_s, backoff_max_s
-        self.price_input_per_mtok, self.price_output_per_mtok = price_input_per_mtok, price_output_per_mtok
-        #: dollars spent on real calls in this process
-        self.cost_usd = 0.0
-        self._client = None
 
     def __repr__(self) -> str:
         return f"AnthropicEngine(model={self.model!r}, base_url={self.base_url!r}, concurrency={self.concurrency})"
@@ -173,16 +166,3 @@ class AnthropicEngine(LLMEngine):
                           finish_reason=_FINISH.get(resp.stop_reason or "", resp.stop_reason or "stop"),
                           prompt=self._render_chat(request.messages))
 
-    def _generate(self, requests: Sequence[LLMRequest], desc: str) -> list[Completion]:
-        _ = self.client  # fail on a missing key before starting threads
-        with ThreadPoolExecutor(max_workers=self.concurrency) as pool:
-            completions = list(tqdm(pool.map(self._call, requests), total=len(requests), unit="req",
-                                    desc=f"{desc} [{self.model}]", leave=False, disable=len(requests) < 2))
-        self.cost_usd += sum(token_cost_usd(c.prompt_tokens, c.completion_tokens, self.price_input_per_mtok,
-                                            self.price_output_per_mtok) for c in completions)
-        return completions
-
-    def close(self) -> None:
-        if self._client is not None:
-            self._client.close()
-            self._client = None

@@ -11,23 +11,15 @@ from __future__ import annotations
 import json
 import logging
 import os
-from collections.abc import Sequence
-from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from tenacity import Retrying, retry_if_exception, stop_after_attempt, wait_exponential_jitter
-from tqdm.auto import tqdm
 
-from rag.llm.base import Completion, LLMEngine, LLMRequest
+from rag.llm.base import Completion, LLMRequest
 from rag.llm.cache import ResponseCache
+from rag.llm.hosted import ConcurrentAPIEngine
 
 log = logging.getLogger(__name__)
-
-
-def token_cost_usd(prompt_tokens: int, completion_tokens: int, input_per_mtok: float | None,
-                   output_per_mtok: float | None) -> float:
-    """Cost of one call from per-million-token prices (a missing price counts as free)."""
-    return (prompt_tokens * (input_per_mtok or 0.0) + completion_tokens * (output_per_mtok or 0.0)) / 1e6
 
 
 def _retryable(err: BaseException) -> bool:
@@ -40,27 +32,23 @@ def _retryable(err: BaseException) -> bool:
         isinstance(err, openai.APIStatusError) and err.status_code >= 500)
 
 
-class OpenAICompatibleEngine(LLMEngine):
+class OpenAICompatibleEngine(ConcurrentAPIEngine):
     def __init__(self, model: str, base_url: str, api_key_env: str | None = "OPENAI_API_KEY",
                  chat_format: str = "chat", json_mode: str = "json_schema", concurrency: int = 8,
                  timeout_s: float = 120.0, max_retries: int = 4, cache: ResponseCache | None = None,
                  default_params: dict[str, Any] | None = None, extra_body: dict[str, Any] | None = None,
                  price_input_per_mtok: float | None = None, price_output_per_mtok: float | None = None):
         super().__init__(model=model, chat_format=chat_format, cache=cache, default_params=default_params,
-                         supports_json_schema=json_mode != "none")
+                         supports_json_schema=json_mode != "none", concurrency=concurrency,
+                         price_input_per_mtok=price_input_per_mtok, price_output_per_mtok=price_output_per_mtok)
         self.base_url = base_url
         self.api_key_env = api_key_env
         #: "json_schema" (OpenAI, vLLM), "json_object" (llama.cpp server chat: schema inside json_object),
         #: "gbnf" (llama.cpp server, any endpoint: the schema compiled to a GBNF grammar), "none"
         self.json_mode = json_mode
-        self.concurrency = concurrency
         self.timeout_s = timeout_s
         self.max_retries = max_retries
         self.extra_body = dict(extra_body or {})
-        self.price_input_per_mtok, self.price_output_per_mtok = price_input_per_mtok, price_output_per_mtok
-        #: dollars spent on real calls in this process (0 without prices, e.g. a local vLLM server)
-        self.cost_usd = 0.0
-        self._client = None
 
     @property
     def client(self):
@@ -118,15 +106,3 @@ class OpenAICompatibleEngine(LLMEngine):
                           finish_reason=resp.choices[0].finish_reason or "stop",
                           prompt=body.get("prompt") or self._render_chat(request.messages))
 
-    def _generate(self, requests: Sequence[LLMRequest], desc: str) -> list[Completion]:
-        with ThreadPoolExecutor(max_workers=max(1, self.concurrency)) as pool:
-            completions = list(tqdm(pool.map(self._call, requests), total=len(requests), unit="req",
-                                    desc=f"{desc} [{self.model}]", leave=False, disable=len(requests) < 2))
-        self.cost_usd += sum(token_cost_usd(c.prompt_tokens, c.completion_tokens, self.price_input_per_mtok,
-                                            self.price_output_per_mtok) for c in completions)
-        return completions
-
-    def close(self) -> None:
-        if self._client is not None:
-            self._client.close()
-            self._client = None

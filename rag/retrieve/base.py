@@ -14,6 +14,7 @@ import tempfile
 from abc import ABC, abstractmethod
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 from filelock import FileLock
 
@@ -61,6 +62,23 @@ class Retriever(ABC):
 
     def close(self) -> None:  # noqa: B027 - optional hook
         """Release connections."""
+
+
+class RemoteRetriever(Retriever):
+    """A retriever whose index lives in a service: hits carry their text, `prepare` connects."""
+
+    @property
+    def stores_text(self) -> bool:
+        """Hits carry their text; a dataset corpus, if given, only serves gold bookkeeping."""
+        return True
+
+    def prepare(self, corpus: Corpus | None, cache_dir: str | Path) -> None:
+        super().prepare(corpus, cache_dir)
+        self._connect()
+
+    @abstractmethod
+    def _connect(self) -> Any:
+        """Open the client; raise a ServiceError naming the missing variable or unreachable host."""
 
 
 def build_once(index_dir: Path, build: Callable[[Path], None]) -> Path:

@@ -16,17 +16,15 @@ from __future__ import annotations
 
 import os
 from concurrent.futures import ThreadPoolExecutor
-from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
 from tenacity import Retrying, retry_if_exception, stop_after_attempt, wait_exponential_jitter
 
-from rag.data.corpus import Corpus
 from rag.errors import ServiceError
 from rag.llm.cache import slug
 from rag.records import Passage, ScoredPassage
-from rag.retrieve.base import Retriever
+from rag.retrieve.base import RemoteRetriever
 
 RETRYABLE_STATUS = frozenset({408, 429, 500, 502, 503, 504})
 
@@ -59,7 +57,7 @@ def is_retryable(err: BaseException) -> bool:
     return isinstance(err, OSConnectionError)  # includes timeouts
 
 
-class OpenSearchRetriever(Retriever):
+class OpenSearchRetriever(RemoteRetriever):
     kind = "opensearch"
 
     def __init__(self, k: int = 20, index_name: str = "fineweb10bt-512-0w-e5-base-v2", host: str | None = None,
@@ -91,15 +89,6 @@ class OpenSearchRetriever(Retriever):
     @property
     def key(self) -> str:
         return slug(f"opensearch-{self.index_name}-match_{self.field}")
-
-    @property
-    def stores_text(self) -> bool:
-        """Hits carry their text; a dataset corpus, if given, only serves gold bookkeeping."""
-        return True
-
-    def prepare(self, corpus: Corpus | None, cache_dir: str | Path) -> None:
-        super().prepare(corpus, cache_dir)
-        self._connect()
 
     # -- connection ---------------------------------------------------------------------------------------------
     def _endpoint(self) -> tuple[str, int, bool]:

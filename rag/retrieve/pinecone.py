@@ -18,16 +18,14 @@ import logging
 import os
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
-from pathlib import Path
 from typing import Any
 
 from tenacity import Retrying, retry_if_exception, stop_after_attempt, wait_exponential_jitter
 
-from rag.data.corpus import Corpus
 from rag.errors import ServiceError
 from rag.llm.cache import slug
 from rag.records import Passage, ScoredPassage
-from rag.retrieve.base import Retriever
+from rag.retrieve.base import RemoteRetriever
 from rag.retrieve.dense import Embedder
 
 log = logging.getLogger(__name__)
@@ -62,7 +60,7 @@ def is_retryable(err: BaseException) -> bool:
     return _is_transport_error(err)
 
 
-class PineconeRetriever(Retriever):
+class PineconeRetriever(RemoteRetriever):
     kind = "pinecone"
 
     def __init__(self, embedder: Embedder, k: int = 20, index_name: str = "fineweb10bt-512-0w-e5-base-v2",
@@ -92,15 +90,6 @@ class PineconeRetriever(Retriever):
     @property
     def key(self) -> str:
         return slug(f"pinecone-{self.index_name}-{self.namespace}-{self.embedder.name}")
-
-    @property
-    def stores_text(self) -> bool:
-        """Hits carry their text; a dataset corpus, if given, only serves gold bookkeeping."""
-        return True
-
-    def prepare(self, corpus: Corpus | None, cache_dir: str | Path) -> None:
-        super().prepare(corpus, cache_dir)
-        self._connect()
 
     # -- connection ---------------------------------------------------------------------------------------------
     def _where(self) -> str:

@@ -6,7 +6,8 @@ from __future__ import annotations
 import pytest
 
 from rag.llm.base import LLMRequest
-from rag.llm.openai_compat import OpenAICompatibleEngine, token_cost_usd
+from rag.llm.hosted import token_cost_usd
+from rag.llm.openai_compat import OpenAICompatibleEngine
 from tests.backends.conftest import Reply
 
 
