@@ -54,8 +54,8 @@ def atomic_write_jsonl(path: str | Path, rows: Iterable[dict[str, Any]]) -> None
                                     for r in rows))
 
 
-def iter_jsonl(path: str | Path) -> Iterator[dict[str, Any]]:
-    """Yield JSON objects from a (possibly gzipped) JSONL file; a bad line raises DataError naming it."""
+def iter_jsonl_numbered(path: str | Path) -> Iterator[tuple[int, dict[str, Any]]]:
+    """Yield (line number, object) from a (possibly gzipped) JSONL file; a bad line raises DataError naming it."""
     path = Path(path)
     with open_text(path) as handle:
         for line_no, line in enumerate(handle, start=1):
@@ -67,7 +67,13 @@ def iter_jsonl(path: str | Path) -> Iterator[dict[str, Any]]:
                 raise DataError(f"{path}:{line_no}: malformed JSON line ({err.msg})") from None
             if not isinstance(row, dict):
                 raise DataError(f"{path}:{line_no}: expected a JSON object, got {type(row).__name__}")
-            yield row
+            yield line_no, row
+
+
+def iter_jsonl(path: str | Path) -> Iterator[dict[str, Any]]:
+    """Yield JSON objects from a (possibly gzipped) JSONL file; a bad line raises DataError naming it."""
+    for _, row in iter_jsonl_numbered(path):
+        yield row
 
 
 def read_jsonl(path: str | Path) -> list[dict[str, Any]]:

@@ -15,7 +15,7 @@ from pathlib import Path
 
 from rag.data.ids import paragraph_doc_id
 from rag.data.paths import resolve_data_file
-from rag.io import DataError, open_text
+from rag.io import DataError, iter_jsonl_numbered, open_text
 from rag.llm.cache import slug
 from rag.records import Passage
 
@@ -82,22 +82,16 @@ class JsonlCorpus(Corpus):
     def documents(self) -> Iterator[tuple[str, str, str]]:
         file = self.file()
         seen: set[str] = set()
-        with open_text(file) as handle:
-            for line_no, line in enumerate(handle, start=1):
-                if not line.strip():
-                    continue
-                try:
-                    row = json.loads(line)
-                    doc_id, text = str(row[self.id_field]), row[self.text_field]
-                except json.JSONDecodeError as err:
-                    raise DataError(f"{file}:{line_no}: malformed JSON line ({err.msg})") from None
-                except (KeyError, TypeError):
-                    raise DataError(f"{file}:{line_no}: record lacks {self.id_field!r} or "
-                                    f"{self.text_field!r}") from None
-                if doc_id in seen:
-                    raise DataError(f"{file}:{line_no}: duplicate doc_id {doc_id!r}")
-                seen.add(doc_id)
-                yield doc_id, str(row.get(self.title_field, "")) if self.title_field else "", str(text or "")
+        for line_no, row in iter_jsonl_numbered(file):
+            try:
+                doc_id, text = str(row[self.id_field]), row[self.text_field]
+            except KeyError:
+                raise DataError(f"{file}:{line_no}: record lacks {self.id_field!r} or "
+                                f"{self.text_field!r}") from None
+            if doc_id in seen:
+                raise DataError(f"{file}:{line_no}: duplicate doc_id {doc_id!r}")
+            seen.add(doc_id)
+            yield doc_id, str(row.get(self.title_field, "")) if self.title_field else "", str(text or "")
 
 
 class HotpotQACorpus(Corpus):

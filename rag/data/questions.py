@@ -17,7 +17,7 @@ from typing import Any
 
 from rag.data.ids import paragraph_doc_id
 from rag.data.paths import resolve_data_file
-from rag.io import DataError, iter_jsonl, open_text
+from rag.io import DataError, iter_jsonl, iter_jsonl_numbered, open_text
 from rag.records import Question
 
 log = logging.getLogger(__name__)
@@ -128,15 +128,8 @@ class DataMorganaQA(QuestionLoader):
 
     @staticmethod
     def _rows_jsonl(file: Path):
-        with open_text(file) as handle:
-            for line_no, line in enumerate(handle, start=1):
-                if not line.strip():
-                    continue
-                try:
-                    row = json.loads(line)
-                except json.JSONDecodeError as err:
-                    raise DataError(f"{file}:{line_no}: malformed JSON line ({err.msg})") from None
-                yield f"{file}:{line_no}", row
+        for line_no, row in iter_jsonl_numbered(file):
+            yield f"{file}:{line_no}", row
 
 
 class LiveRagQuestions(QuestionLoader):
