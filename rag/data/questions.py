@@ -178,47 +178,54 @@ class SquadQuestions(QuestionLoader):
         return out
 
 
-class HotpotQAQuestions(QuestionLoader):
+class JsonListQuestions(QuestionLoader):
+    """A JSON file holding a list of records, one question each; subclasses map a record to a Question."""
+
+    #: the format's name in error messages
+    format_name = "JSON"
+
+    def load(self) -> list[Question]:
+        file = self.file()
+        out: list[Question] = []
+        for index, row in enumerate(_read_json(file)):
+            where = f"{file}: item {index}"
+            try:
+                question = self.parse(row)
+            except (KeyError, TypeError, ValueError) as err:
+                raise DataError(f"{where}: malformed {self.format_name} record ({err!r})") from None
+            self._check(question, where, out)
+        return out
+
+    @abstractmethod
+    def parse(self, row: dict[str, Any]) -> Question:
+        ...
+
+
+class HotpotQAQuestions(JsonListQuestions):
     """HotpotQA (distractor format): the gold documents are the paragraphs named in `supporting_facts`."""
 
-    def load(self) -> list[Question]:
-        file = self.file()
-        out: list[Question] = []
-        for index, row in enumerate(_read_json(file)):
-            where = f"{file}: item {index}"
-            try:
-                context = {title: "".join(sentences) for title, sentences in row["context"]}
-                gold_titles = list(dict.fromkeys(title for title, _ in row["supporting_facts"]))
-                question = Question(
-                    id=str(row["_id"]), question=str(row["question"]).strip(), answer=str(row["answer"]),
-                    gold_doc_ids=gold_titles, gold_docs=[context.get(t, "") for t in gold_titles],
-                    hop="multi" if len(gold_titles) > 1 else "single",
-                    categories={"type": str(row.get("type", "")), "level": str(row.get("level", ""))})
-            except (KeyError, TypeError, ValueError) as err:
-                raise DataError(f"{where}: malformed HotpotQA record ({err!r})") from None
-            self._check(question, where, out)
-        return out
+    format_name = "HotpotQA"
+
+    def parse(self, row: dict[str, Any]) -> Question:
+        context = {title: "".join(sentences) for title, sentences in row["context"]}
+        gold_titles = list(dict.fromkeys(title for title, _ in row["supporting_facts"]))
+        return Question(id=str(row["_id"]), question=str(row["question"]).strip(), answer=str(row["answer"]),
+                        gold_doc_ids=gold_titles, gold_docs=[context.get(t, "") for t in gold_titles],
+                        hop="multi" if len(gold_titles) > 1 else "single",
+                        categories={"type": str(row.get("type", "")), "level": str(row.get("level", ""))})
 
 
-class MuSiQueQuestions(QuestionLoader):
+class MuSiQueQuestions(JsonListQuestions):
     """MuSiQue: 2-4 hop questions; gold documents are the paragraphs marked `is_supporting`."""
 
-    def load(self) -> list[Question]:
-        file = self.file()
-        out: list[Question] = []
-        for index, row in enumerate(_read_json(file)):
-            where = f"{file}: item {index}"
-            try:
-                gold = [p for p in row["paragraphs"] if p.get("is_supporting")]
-                question = Question(
-                    id=str(row["id"]), question=str(row["question"]).strip(), answer=str(row["answer"]),
-                    answer_aliases=[str(a) for a in row.get("answer_aliases", [])],
-                    gold_doc_ids=[paragraph_doc_id(p["title"], p["paragraph_text"]) for p in gold],
-                    gold_docs=[p["paragraph_text"] for p in gold],
-                    hop="multi" if len(gold) > 1 else "single",
-                    categories={"hops": str(row["id"])[:4], "type": str(row["id"]).split("__")[0],
-                                "answerable": str(row.get("answerable", True)).lower()})
-            except (KeyError, TypeError) as err:
-                raise DataError(f"{where}: malformed MuSiQue record ({err!r})") from None
-            self._check(question, where, out)
-        return out
+    format_name = "MuSiQue"
+
+    def parse(self, row: dict[str, Any]) -> Question:
+        gold = [p for p in row["paragraphs"] if p.get("is_supporting")]
+        return Question(id=str(row["id"]), question=str(row["question"]).strip(), answer=str(row["answer"]),
+                        answer_aliases=[str(a) for a in row.get("answer_aliases", [])],
+                        gold_doc_ids=[paragraph_doc_id(p["title"], p["paragraph_text"]) for p in gold],
+                        gold_docs=[p["paragraph_text"] for p in gold],
+                        hop="multi" if len(gold) > 1 else "single",
+                        categories={"hops": str(row["id"])[:4], "type": str(row["id"]).split("__")[0],
+                                    "answerable": str(row.get("answerable", True)).lower()})
