@@ -76,6 +76,7 @@ class Pipeline:
         self.stage_cache = StageCache(self.cache_dir, enabled=cfg.cache.stages)
         self.timer = Timer()
         self.rerank_stats: dict[str, float] = {}
+        self._index_ready = False
         self._engine: LLMEngine | None = None
         _ = self.engine  # fail fast on a bad llm config (a missing model file) before any index is built
 
@@ -101,8 +102,7 @@ class Pipeline:
     def rank(self, questions: list[Question]) -> tuple[list[list[ScoredPassage]], list[list[ScoredPassage]]]:
         """Retrieved top-k lists and reranked, cut lists for `questions`."""
         corpus = self.dataset.corpus
-        with self.timer.stage("index"):
-            self.retriever.prepare(corpus, self.cache_dir)
+        self.prepare_index()
         qids, texts = [q.id for q in questions], [q.question for q in questions]
         with self.timer.stage("retrieve"):
             deep = self.stage_cache.retrieve(self.retriever, corpus.key, self.dataset.key, qids, texts, self.depth)
@@ -117,6 +117,13 @@ class Pipeline:
         if getattr(self.reranker, "stats", None):
             self.reranker.stats = {}
         return retrieved, [self.reranker.cut(r) for r in reranked]
+
+    def prepare_index(self) -> None:
+        """Build or load the retriever's index once per run (not once per generation chunk)."""
+        if not self._index_ready:
+            with self.timer.stage("index"):
+                self.retriever.prepare(self.dataset.corpus, self.cache_dir)
+            self._index_ready = True
 
     def retrieve_adhoc(self, queries: list[str]) -> list[list[ScoredPassage]]:
         """Retrieve + rerank + cut for new queries (IterDRAG's sub-queries), with the run's own stages."""
@@ -164,9 +171,8 @@ class Pipeline:
             rows = [self.record(q, r, c, g) for q, r, c, g in zip(part, retrieved, contexts, results)]
             journal.append(rows)
             done.update({row["id"]: row for row in rows})
-        if not todo:  # still index/prepare so that timings and counters are comparable
-            with self.timer.stage("index"):
-                self.retriever.prepare(self.dataset.corpus, self.cache_dir)
+        if not todo:  # still load the index so that timings are comparable between runs
+            self.prepare_index()
 
         records = [done[q.id] for q in questions]
         metrics = self.metrics(records, coverage)

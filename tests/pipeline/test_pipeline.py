@@ -84,3 +84,16 @@ def test_resume_skips_answers_already_journalled(data_dir, shared_cache, tmp_pat
     assert [r["id"] for r in records] == ids
     assert records[1]["answer"] == "kept"
     assert metrics["llm_calls"] + metrics["llm_cache_hits"] == 2
+
+
+def test_index_is_loaded_once_per_run_not_per_chunk(data_dir, shared_cache, tmp_path, monkeypatch):
+    from rag.retrieve.bm25 import BM25Retriever
+
+    calls = []
+    original = BM25Retriever.prepare
+    monkeypatch.setattr(BM25Retriever, "prepare", lambda self, *a, **k: (calls.append(1), original(self, *a, **k)))
+    cfg = compose_config(_overrides(shared_cache, "dataset=hotpotqa", "dataset.limit=3", "logger=none",
+                                    "rerank.k=2", "generation.chunk_size=1"))
+    metrics = run(cfg, tmp_path / "run")
+    assert metrics["n_questions"] == 3
+    assert len(calls) == 1
