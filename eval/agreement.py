@@ -30,7 +30,7 @@ import numpy as np
 from scipy.stats import kendalltau
 
 from eval.nuggets import SCORE_NAMES
-from rag.io import atomic_write_text, iter_jsonl
+from rag.core.io import atomic_write_text, iter_jsonl
 
 log = logging.getLogger(__name__)
 

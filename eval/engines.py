@@ -15,8 +15,9 @@ from typing import Any
 
 from omegaconf import DictConfig, OmegaConf
 
+from rag.core.hashing import stable_hash
 from rag.llm.base import LLMEngine
-from rag.llm.cache import ResponseCache, stable_hash
+from rag.llm.cache import ResponseCache
 
 log = logging.getLogger(__name__)
 

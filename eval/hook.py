@@ -18,7 +18,7 @@ from eval.engines import EnginePool, to_plain
 from eval.judges import build_judge
 from eval.nuggets import AutoNuggetizer, nugget_scores, topic_from_record
 from eval.report import judge_summary, markdown_report, nugget_summary
-from rag.io import atomic_write_jsonl, atomic_write_text
+from rag.core.io import atomic_write_jsonl, atomic_write_text
 from rag.llm.base import LLMEngine
 
 log = logging.getLogger(__name__)

@@ -24,7 +24,7 @@ from omegaconf.errors import InterpolationResolutionError
 
 from eval.engines import build_engine, llm_key, to_plain
 from eval.hook import evaluate_records
-from rag.io import atomic_write_json, atomic_write_jsonl, read_jsonl
+from rag.core.io import atomic_write_json, atomic_write_jsonl, read_jsonl
 from rag.llm.base import LLMEngine
 
 log = logging.getLogger(__name__)

@@ -25,9 +25,9 @@ from typing import Any
 from eval.judges import EVAL_PROMPT_DIR
 from eval.parsing import parse_label_list, parse_string_list
 from eval.retry import ask_with_retries, make_params
-from rag.io import atomic_write_json, read_jsonl
+from rag.core.hashing import slug, stable_hash
+from rag.core.io import atomic_write_json, read_jsonl
 from rag.llm.base import LLMEngine, LLMRequest
-from rag.llm.cache import slug, stable_hash
 from rag.prompts import load_prompt
 
 log = logging.getLogger(__name__)

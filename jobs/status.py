@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from jobs.scheduler import ACTIVE_STATES, SubmititJob, job_states, submitit_jobs, tail
-from rag.io import read_jsonl_tolerant
+from rag.core.io import read_jsonl_tolerant
 from rag.sweep.cells import Cell, Sweep, load_sweep
 
 RESUBMIT_LOG = "resubmit.jsonl"

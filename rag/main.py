@@ -17,16 +17,14 @@ from hydra.errors import InstantiationException
 from hydra.utils import instantiate
 from omegaconf import DictConfig, OmegaConf
 
-from rag.data.paths import MissingDataError
-from rag.errors import ServiceError
-from rag.io import DataError
+from rag.core.errors import ConfigError, DataError, MissingDataError, ServiceError
 from rag.pipeline import Pipeline, format_metrics_table
 from rag.sweep.cells import sweep_group
 
 log = logging.getLogger(__name__)
 
 #: errors whose message already says what is wrong and where: printed as one line, exit status 2
-CLEAR_ERRORS = (DataError, MissingDataError, ServiceError, FileNotFoundError)
+CLEAR_ERRORS = (DataError, MissingDataError, ServiceError, ConfigError, FileNotFoundError)
 
 
 def run(cfg: DictConfig, run_dir: Path, name: str | None = None, group: str | None = None,
@@ -38,7 +36,7 @@ def run(cfg: DictConfig, run_dir: Path, name: str | None = None, group: str | No
     try:
         metrics = pipeline.run(run_dir)
         logger = instantiate(cfg.logger)
-        from rag.io import read_jsonl
+        from rag.core.io import read_jsonl
 
         logger.log_run(OmegaConf.to_container(cfg, resolve=True), metrics, read_jsonl(run_dir / "answers.jsonl"),
                        run_dir, name=name or run_dir.name, group=group, tags=tags)

@@ -1,7 +1,7 @@
 """The run: dataset -> retrieve -> rerank -> order -> generate -> records -> metrics, for one config.
 
 Every stage is built from its YAML with Hydra's `instantiate`. Retrieval and reranking go through the stage
-caches (`rag.stages`), LLM calls through the engine's response cache, and answers are journalled chunk by
+caches (`rag.stage_cache`), LLM calls through the engine's response cache, and answers are journalled chunk by
 chunk so a killed run resumes where it stopped. Final outputs are written atomically.
 """
 
@@ -19,9 +19,10 @@ from typing import Any
 from hydra.utils import instantiate
 from omegaconf import DictConfig, OmegaConf
 
+from rag.core.io import JsonlJournal, atomic_write_json, atomic_write_jsonl, read_jsonl
+from rag.core.secrets import redact
 from rag.data.dataset import Dataset
 from rag.generate.base import GenerationContext, GenerationInput, GenerationResult, Generator
-from rag.io import JsonlJournal, atomic_write_json, atomic_write_jsonl, read_jsonl
 from rag.llm.base import LLMEngine
 from rag.llm.cache import ResponseCache
 from rag.metrics.qa import best_over_golds, exact_match, token_f1
@@ -30,8 +31,7 @@ from rag.order.ordering import Ordering
 from rag.records import Question, ScoredPassage
 from rag.rerank.base import Reranker
 from rag.retrieve.base import Retriever
-from rag.secrets import redact
-from rag.stages import StageCache
+from rag.stage_cache import StageCache
 
 log = logging.getLogger(__name__)
 

@@ -13,10 +13,11 @@ from collections.abc import Iterator
 from functools import cached_property
 from pathlib import Path
 
+from rag.core.errors import DataError
+from rag.core.hashing import slug
+from rag.core.io import iter_jsonl_numbered, open_text
 from rag.data.ids import paragraph_doc_id
 from rag.data.paths import resolve_data_file
-from rag.io import DataError, iter_jsonl_numbered, open_text
-from rag.llm.cache import slug
 from rag.records import Passage
 
 

@@ -5,9 +5,9 @@ from __future__ import annotations
 import logging
 from functools import cached_property
 
+from rag.core.hashing import stable_hash
 from rag.data.corpus import Corpus
 from rag.data.questions import QuestionLoader
-from rag.llm.cache import stable_hash
 from rag.records import Question
 
 log = logging.getLogger(__name__)

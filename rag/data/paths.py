@@ -4,9 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-
-class MissingDataError(FileNotFoundError):
-    pass
+from rag.core.errors import MissingDataError
 
 
 def resolve_data_file(path: str | Path, data_dir: str | Path | None, what: str) -> Path:

@@ -15,9 +15,10 @@ from abc import ABC, abstractmethod
 from pathlib import Path
 from typing import Any
 
+from rag.core.errors import DataError
+from rag.core.io import iter_jsonl, iter_jsonl_numbered, open_text
 from rag.data.ids import paragraph_doc_id
 from rag.data.paths import resolve_data_file
-from rag.io import DataError, iter_jsonl, iter_jsonl_numbered, open_text
 from rag.records import Question
 
 log = logging.getLogger(__name__)

@@ -15,7 +15,7 @@ import re
 from pathlib import Path
 from typing import Any
 
-from rag.io import atomic_write_jsonl, read_jsonl
+from rag.core.io import atomic_write_jsonl, read_jsonl
 
 _SENTENCE_END = re.compile(r"(?<=[.!?])\s+(?=[A-Z0-9\"'(\[])")
 _MARKER = re.compile(r"\s*\[(\d+(?:\s*,\s*\d+)*)\]")

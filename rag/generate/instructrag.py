@@ -20,12 +20,12 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from rag.core.hashing import slug, stable_hash
+from rag.core.io import atomic_write_text
 from rag.data.questions import QuestionLoader
 from rag.generate.base import GenerationContext, GenerationInput, GenerationResult, cut_words, passage_views
 from rag.generate.multistep import MultiStepGenerator, output_record
 from rag.generate.parsing import before_marker, clean_output, extract_answer
-from rag.io import atomic_write_text
-from rag.llm.cache import slug, stable_hash
 from rag.records import Question
 
 log = logging.getLogger(__name__)

@@ -24,7 +24,7 @@ from rag.generate.multistep import MultiStepGenerator, output_record
 from rag.generate.parsing import ParsedAnswer, clean_output, first_paragraph, says_unknown
 
 if TYPE_CHECKING:
-    from rag.retrieve.dense import Embedder
+    from rag.embed import Embedder
 
 
 class TrustRAGGenerator(MultiStepGenerator):
@@ -39,7 +39,7 @@ class TrustRAGGenerator(MultiStepGenerator):
         if filter not in FILTERS:
             raise ValueError(f"generator.filter must be one of {FILTERS}, got {filter!r}")
         if filter != "none" and embedder is None:
-            raise ValueError(f"generator.filter={filter} needs generator.embedder (a rag.retrieve.dense.Embedder)")
+            raise ValueError(f"generator.filter={filter} needs generator.embedder (a rag.embed.Embedder)")
         self.filter_mode = filter
         self.embedder = embedder
         self.similarity_threshold, self.ngram_threshold = similarity_threshold, ngram_threshold

@@ -18,9 +18,8 @@ import logging
 import os
 from typing import Any
 
-from tenacity import RetryCallState, Retrying, retry_if_exception, stop_after_attempt, wait_exponential_jitter
-
-from rag.errors import ServiceError
+from rag.core.errors import ServiceError
+from rag.core.retry import call_with_retries
 from rag.llm.base import Completion, LLMRequest
 from rag.llm.cache import ResponseCache
 from rag.llm.hosted import ConcurrentAPIEngine
@@ -42,25 +41,6 @@ def is_retryable(err: BaseException) -> bool:
         return True
     return isinstance(err, anthropic.APIStatusError) and (err.status_code in RETRYABLE_STATUS
                                                           or err.status_code >= 500)
-
-
-class _RetryAfterOrBackoff:
-    """Wait what the server's `Retry-After` asks (capped), else exponential backoff with jitter."""
-
-    def __init__(self, initial: float, maximum: float):
-        self.backoff = wait_exponential_jitter(initial=initial, max=maximum)
-        self.maximum = maximum
-
-    def __call__(self, state: RetryCallState) -> float:
-        err = state.outcome.exception() if state.outcome else None
-        response = getattr(err, "response", None)
-        header = response.headers.get("retry-after") if response is not None else None
-        if header is not None:
-            try:
-                return min(max(0.0, float(header)), self.maximum)
-            except ValueError:
-                pass
-        return self.backoff(state)
 
 
 class AnthropicEngine(ConcurrentAPIEngine):
@@ -146,13 +126,9 @@ class AnthropicEngine(ConcurrentAPIEngine):
         body = self.build_payload(request)
         client = self.client
         kwargs = self._create_kwargs(client.messages.create, body)
-        retrying = Retrying(stop=stop_after_attempt(self.max_retries + 1), reraise=True,
-                            wait=_RetryAfterOrBackoff(self.backoff_initial_s, self.backoff_max_s),
-                            retry=retry_if_exception(is_retryable))
         try:
-            for attempt in retrying:
-                with attempt:
-                    resp = client.messages.create(**kwargs)
+            resp = call_with_retries(lambda: client.messages.create(**kwargs), self.max_retries, is_retryable,
+                                     self.backoff_initial_s, self.backoff_max_s)
         except Exception as err:
             import anthropic
 

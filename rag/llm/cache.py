@@ -6,23 +6,12 @@ concurrent jobs on a shared filesystem never see a half-written entry and need n
 
 from __future__ import annotations
 
-import hashlib
 import json
-import re
 from pathlib import Path
 from typing import Any
 
-from rag.io import atomic_write_text
-
-
-def stable_hash(obj: Any, length: int = 64) -> str:
-    payload = json.dumps(obj, sort_keys=True, ensure_ascii=False, default=str)
-    return hashlib.sha256(payload.encode("utf-8")).hexdigest()[:length]
-
-
-def slug(text: str) -> str:
-    """A filesystem-safe, still readable name for a model or a parameter value."""
-    return re.sub(r"[^A-Za-z0-9._-]+", "_", str(text)).strip("_")[:80] or "x"
+from rag.core.hashing import slug, stable_hash
+from rag.core.io import atomic_write_text
 
 
 class ResponseCache:

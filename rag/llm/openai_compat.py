@@ -13,8 +13,7 @@ import logging
 import os
 from typing import Any
 
-from tenacity import Retrying, retry_if_exception, stop_after_attempt, wait_exponential_jitter
-
+from rag.core.retry import call_with_retries
 from rag.llm.base import Completion, LLMRequest
 from rag.llm.cache import ResponseCache
 from rag.llm.hosted import ConcurrentAPIEngine
@@ -85,21 +84,19 @@ class OpenAICompatibleEngine(ConcurrentAPIEngine):
 
     def _call(self, request: LLMRequest) -> Completion:
         body = self.build_payload(request)
-        retrying = Retrying(stop=stop_after_attempt(self.max_retries + 1), reraise=True,
-                            wait=wait_exponential_jitter(initial=1, max=30),
-                            retry=retry_if_exception(_retryable))
-        for attempt in retrying:
-            with attempt:
-                # fields the SDK does not type (grammar, response_format on /completions) travel in extra_body
-                untyped = ("response_format", "grammar") if "prompt" in body else ("grammar",)
-                kwargs = {k: v for k, v in body.items() if k not in untyped}
-                extra = {**self.extra_body, **{k: body[k] for k in untyped if k in body}}
-                if "prompt" in body:
-                    resp = self.client.completions.create(**kwargs, extra_body=extra or None)
-                    text = resp.choices[0].text
-                else:
-                    resp = self.client.chat.completions.create(**kwargs, extra_body=extra or None)
-                    text = resp.choices[0].message.content or ""
+        # fields the SDK does not type (grammar, response_format on /completions) travel in extra_body
+        untyped = ("response_format", "grammar") if "prompt" in body else ("grammar",)
+        kwargs = {k: v for k, v in body.items() if k not in untyped}
+        extra = {**self.extra_body, **{k: body[k] for k in untyped if k in body}}
+
+        def once():
+            if "prompt" in body:
+                resp = self.client.completions.create(**kwargs, extra_body=extra or None)
+                return resp, resp.choices[0].text
+            resp = self.client.chat.completions.create(**kwargs, extra_body=extra or None)
+            return resp, resp.choices[0].message.content or ""
+
+        resp, text = call_with_retries(once, self.max_retries, _retryable, 1.0, 30.0)
         usage = resp.usage
         return Completion(text=text.strip(), prompt_tokens=getattr(usage, "prompt_tokens", 0) or 0,
                           completion_tokens=getattr(usage, "completion_tokens", 0) or 0,

@@ -10,8 +10,8 @@ import json
 import os
 from pathlib import Path
 
+from rag.core.secrets import redact
 from rag.loggers.base import RunLogger
-from rag.secrets import redact
 
 #: answers-table columns: short, readable fields (prompts and passages stay in answers.jsonl)
 TABLE_COLUMNS = ("id", "hop", "question", "answer", "gold_answer", "f1", "em", "recall_rerank", "parse_failed")

@@ -20,8 +20,8 @@ import logging
 import time
 from typing import Any
 
-from rag.llm.cache import slug
-from rag.models import resolve_model_dir
+from rag.core.hashing import slug
+from rag.core.models import resolve_model_dir
 from rag.records import ScoredPassage
 from rag.rerank.base import Reranker
 

@@ -8,10 +8,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from rag.llm.cache import slug
+from rag.core.hashing import slug
+from rag.embed import Embedder
 from rag.records import ScoredPassage
 from rag.rerank.base import Reranker
-from rag.retrieve.dense import Embedder
 
 
 class DenseReranker(Reranker):

@@ -27,8 +27,8 @@ import time
 from collections.abc import Generator
 from typing import Any
 
+from rag.core.hashing import slug
 from rag.llm.base import LLMEngine, LLMRequest, SamplingParams
-from rag.llm.cache import slug
 from rag.prompts import PromptTemplate, load_prompt
 from rag.records import ScoredPassage
 from rag.rerank.base import Reranker

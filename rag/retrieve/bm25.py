@@ -10,8 +10,8 @@ from pathlib import Path
 
 import numpy as np
 
+from rag.core.hashing import slug
 from rag.data.corpus import Corpus
-from rag.llm.cache import slug
 from rag.records import ScoredPassage
 from rag.retrieve.base import Retriever, build_once
 

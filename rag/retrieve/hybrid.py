@@ -11,8 +11,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from rag.core.hashing import slug, stable_hash
 from rag.data.corpus import Corpus
-from rag.llm.cache import slug, stable_hash
 from rag.records import Passage, ScoredPassage
 from rag.retrieve.base import Retriever
 

@@ -19,10 +19,9 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 from urllib.parse import urlsplit
 
-from tenacity import Retrying, retry_if_exception, stop_after_attempt, wait_exponential_jitter
-
-from rag.errors import ServiceError
-from rag.llm.cache import slug
+from rag.core.errors import ServiceError
+from rag.core.hashing import slug
+from rag.core.retry import call_with_retries
 from rag.records import Passage, ScoredPassage
 from rag.retrieve.base import RemoteRetriever
 
@@ -202,13 +201,9 @@ class OpenSearchRetriever(RemoteRetriever):
             if failed:
                 raise _RetryableItems(statuses)
 
-        retrying = Retrying(stop=stop_after_attempt(self.max_retries + 1), reraise=True,
-                            wait=wait_exponential_jitter(initial=self.backoff_initial_s, max=self.backoff_max_s),
-                            retry=retry_if_exception(is_retryable))
         try:
-            for attempt in retrying:
-                with attempt:
-                    attempt_once()
+            call_with_retries(attempt_once, self.max_retries, is_retryable, self.backoff_initial_s,
+                              self.backoff_max_s)
         except OpenSearchServiceError:
             raise
         except Exception as err:

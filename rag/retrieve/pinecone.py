@@ -20,13 +20,12 @@ from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
-from tenacity import Retrying, retry_if_exception, stop_after_attempt, wait_exponential_jitter
-
-from rag.errors import ServiceError
-from rag.llm.cache import slug
+from rag.core.errors import ServiceError
+from rag.core.hashing import slug
+from rag.core.retry import call_with_retries
+from rag.embed import Embedder
 from rag.records import Passage, ScoredPassage
 from rag.retrieve.base import RemoteRetriever
-from rag.retrieve.dense import Embedder
 
 log = logging.getLogger(__name__)
 
@@ -122,16 +121,11 @@ class PineconeRetriever(RemoteRetriever):
         return self._index
 
     def _with_retries(self, call, what: str):
-        retrying = Retrying(stop=stop_after_attempt(self.max_retries + 1), reraise=True,
-                            wait=wait_exponential_jitter(initial=self.backoff_initial_s, max=self.backoff_max_s),
-                            retry=retry_if_exception(is_retryable))
         try:
-            for attempt in retrying:
-                with attempt:
-                    return call()
+            return call_with_retries(call, self.max_retries, is_retryable, self.backoff_initial_s,
+                                     self.backoff_max_s)
         except Exception as err:
             raise PineconeServiceError(self._explain(err, what)) from None
-        raise AssertionError("unreachable")  # pragma: no cover
 
     def _explain(self, err: BaseException, what: str) -> str:
         status = status_of(err)

@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from rag.io import atomic_write_json, atomic_write_text
+from rag.core.io import atomic_write_json, atomic_write_text
 from rag.sweep.cells import Cell, Sweep, load_sweep
 
 log = logging.getLogger(__name__)

@@ -9,6 +9,7 @@ import pytest
 from hydra.utils import instantiate
 from omegaconf import OmegaConf
 
+from rag.core.secrets import redact
 from rag.llm.anthropic_engine import AnthropicEngine
 from rag.llm.openai_compat import OpenAICompatibleEngine
 from rag.llm.vllm_engine import VLLMEngine
@@ -19,7 +20,6 @@ from rag.retrieve.dense import DenseRetriever
 from rag.retrieve.hybrid import HybridRetriever
 from rag.retrieve.opensearch import OpenSearchRetriever
 from rag.retrieve.pinecone import PineconeRetriever
-from rag.secrets import redact
 from tests.conftest import CONF_DIR, compose_config
 
 OURS = ["retriever/pinecone", "retriever/opensearch", "retriever/hybrid", "rerank/bge", "rerank/bge_m3",

@@ -100,8 +100,9 @@ def test_prepare_and_stores_text(tmp_path):
 def test_real_bm25_and_dense_over_hotpotqa(data_dir: Path, shared_cache: Path, minilm_path: str):
     from rag.data.corpus import HotpotQACorpus
     from rag.data.questions import HotpotQAQuestions
+    from rag.embed import Embedder
     from rag.retrieve.bm25 import BM25Retriever
-    from rag.retrieve.dense import DenseRetriever, Embedder
+    from rag.retrieve.dense import DenseRetriever
 
     corpus = HotpotQACorpus(path="hotpotqa_musique/hotpotqa_train_corpus.json", data_dir=str(data_dir))
     questions = HotpotQAQuestions(path="hotpotqa_musique/hotpotqa_train.json", data_dir=str(data_dir)).load()

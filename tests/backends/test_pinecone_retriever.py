@@ -12,7 +12,7 @@ import time
 import numpy as np
 import pytest
 
-from rag.retrieve.dense import Embedder
+from rag.embed import Embedder
 from rag.retrieve.pinecone import PineconeRetriever, PineconeServiceError
 from tests.backends.conftest import Reply
 

@@ -11,7 +11,7 @@ import shutil
 import pytest
 import yaml
 
-from rag.io import read_jsonl
+from rag.core.io import read_jsonl
 from rag.sweep.cells import sweep_group
 from tests.cluster.helpers import (
     CHEAP,

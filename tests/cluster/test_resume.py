@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from rag.io import read_jsonl, read_jsonl_tolerant
+from rag.core.io import read_jsonl, read_jsonl_tolerant
 from tests.cluster.helpers import CHEAP, PYTHON, journal_lines, rag_env, rag_main, wait_for
 from tests.conftest import ROOT
 

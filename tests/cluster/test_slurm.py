@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from rag.io import read_jsonl
+from rag.core.io import read_jsonl
 from tests.cluster.helpers import (
     CHEAP,
     PYTHON,

@@ -12,7 +12,7 @@ import json
 
 import pytest
 
-from rag.io import read_jsonl
+from rag.core.io import read_jsonl
 from rag.main import run
 from tests.conftest import compose_config
 

@@ -8,11 +8,10 @@ import logging
 
 import pytest
 
+from rag.core.errors import DataError, MissingDataError
 from rag.data.corpus import JsonlCorpus, chunk_words
 from rag.data.dataset import Dataset
-from rag.data.paths import MissingDataError
 from rag.data.questions import DataMorganaQA, LiveRagQuestions
-from rag.io import DataError
 
 HEADER = "qid\tquestion\tanswer\tcontext\tdocument_ids\tquestion_multi-doc\n"
 

@@ -11,7 +11,7 @@ import pytest
 from scipy.stats import kendalltau
 
 from eval.agreement import Run, kendall_tau, main, pair_agreement, question_values, tau_ap
-from rag.io import atomic_write_jsonl
+from rag.core.io import atomic_write_jsonl
 
 
 @pytest.mark.parametrize("x,y", [

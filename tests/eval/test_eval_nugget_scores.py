@@ -84,7 +84,7 @@ def test_reads_nuggetizer_create_and_assign_files(tmp_path):
     nuggets = read_nugget_file(create)
     assert nuggets["7"]["nuggets"] == [{"text": "a", "importance": "vital"}, {"text": "b", "importance": "okay"}]
     assert read_nugget_file(assign)["7"]["nuggets"] == nuggets["7"]["nuggets"]  # assign files carry nuggets too
-    from rag.io import read_jsonl
+    from rag.core.io import read_jsonl
 
     _, run = score_assign_records(read_jsonl(assign))
     assert run == {"vital_strict": 1.0, "all_strict": 0.5, "vital": 1.0, "all": 0.5}

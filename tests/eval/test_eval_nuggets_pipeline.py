@@ -13,7 +13,7 @@ from omegaconf import OmegaConf
 from eval.engines import llm_key
 from eval.hook import evaluate_records
 from eval.nuggets import AutoNuggetizer, Topic
-from rag.io import read_jsonl
+from rag.core.io import read_jsonl
 
 
 def respond(request, n_nuggets: int = 25, bad_assign_for: str | None = None) -> str:

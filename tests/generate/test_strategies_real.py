@@ -49,7 +49,7 @@ def _check_common(results: list[GenerationResult], items: list[GenerationInput],
 
 
 def test_trustrag_real(engine, monkeypatch):
-    from rag.retrieve.dense import Embedder
+    from rag.embed import Embedder
 
     items = items_for()
     first = items[0]

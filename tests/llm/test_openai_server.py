@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from rag.io import read_jsonl
+from rag.core.io import read_jsonl
 from rag.llm.base import LLMRequest, SamplingParams
 from rag.llm.llama_cpp import resolve_model_file
 from rag.llm.openai_compat import OpenAICompatibleEngine

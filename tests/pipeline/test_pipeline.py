@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
+from rag.core.io import read_jsonl
 from rag.data.questions import HotpotQAQuestions
-from rag.io import read_jsonl
 from rag.main import run
 from tests.conftest import compose_config
 

@@ -7,8 +7,9 @@ import json
 import pytest
 from hydra.errors import ConfigCompositionException
 
+from rag.core.io import JsonlJournal, atomic_write_text
+from rag.core.secrets import redact
 from rag.export.trec import to_trec
-from rag.io import JsonlJournal, atomic_write_text
 from rag.llm.base import Completion, LLMEngine, LLMRequest, SamplingParams
 from rag.llm.cache import ResponseCache
 from rag.llm.render import PlainTextRenderer
@@ -17,7 +18,6 @@ from rag.metrics.retrieval import gold_found
 from rag.order.ordering import AsRanked, Inverted
 from rag.prompts import load_prompt
 from rag.records import Passage, ScoredPassage
-from rag.secrets import redact
 from tests.conftest import compose_config
 
 

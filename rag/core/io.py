@@ -15,9 +15,7 @@ from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
-
-class DataError(ValueError):
-    """Bad input data: the message names the file and, where known, the line or row."""
+from rag.core.errors import DataError
 
 
 def open_text(path: str | Path):

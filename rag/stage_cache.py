@@ -15,7 +15,7 @@ from typing import Any
 
 from filelock import FileLock
 
-from rag.io import atomic_write_jsonl, read_jsonl
+from rag.core.io import atomic_write_jsonl, read_jsonl
 from rag.records import Passage, ScoredPassage
 from rag.rerank.base import Reranker
 from rag.retrieve.base import Retriever
@@ -107,7 +107,7 @@ class StageCache:
     def retrieve_queries(self, retriever: Retriever, corpus_key: str, queries: list[str],
                          depth: int) -> list[list[ScoredPassage]]:
         """Ad-hoc queries (IterDRAG sub-queries), cached by the hash of their text."""
-        from rag.llm.cache import stable_hash
+        from rag.core.hashing import stable_hash
 
         ids = [stable_hash(q, length=16) for q in queries]
         path = self.root / "retrieval" / f"{retriever.key}__{corpus_key}__adhoc__depth{depth}.jsonl"
