@@ -1,0 +1,4 @@
+from rag.datagen.main import main
+
+if __name__ == "__main__":
+    main()
