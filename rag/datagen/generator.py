@@ -71,6 +71,8 @@ class GenerationSettings:
     temperature: float = 0.8
     top_p: float = 0.95
     max_tokens: int = 160
+    #: structured decoding bounds: a minimum keeps small models from returning placeholders such as "..."
+    question_min_chars: int = 12
     question_max_chars: int = 300
     answer_max_chars: int = 600
     prompt: str = "datagen_pair"
@@ -224,8 +226,9 @@ class DataGenerator:
         draws = {slot.index: self.categories.draw(self.seed, slot.index) for slot in batch}
         docs = self._documents(batch, draws)
         schema = {"type": "object", "additionalProperties": False, "required": ["question", "answer"],
-                  "properties": {"question": {"type": "string", "maxLength": s.question_max_chars},
-                                 "answer": {"type": "string", "maxLength": s.answer_max_chars}}}
+                  "properties": {"question": {"type": "string", "minLength": s.question_min_chars,
+                                              "maxLength": s.question_max_chars},
+                                 "answer": {"type": "string", "minLength": 1, "maxLength": s.answer_max_chars}}}
         requests, owners = [], []
         for slot in batch:
             slot.add("attempts", 1)

@@ -27,9 +27,10 @@ pytestmark = pytest.mark.slow
 
 #: settings under which the 270M base model obtains pairs; every filter stays on
 SMALL_MODEL = ["llm=gemma3_270m", "generation.candidates_per_pair=3", "generation.max_attempts=4",
-               "generation.max_slots_factor=3", "generation.batch_pairs=2", "generation.max_tokens=120",
-               "documents.max_prompt_words=200", "filters.support.min_overlap=0.5",
-               "filters.length.question_words=[3,60]"]
+               "generation.max_slots_factor=3", "generation.batch_pairs=3", "generation.max_tokens=72",
+               "generation.question_max_chars=150", "generation.answer_max_chars=200",
+               "documents.max_prompt_words=120", "filters.support.min_overlap=0.5",
+               "filters.length.question_words=[3,40]"]
 
 
 def _slot_rows(out):
