@@ -79,7 +79,7 @@ def support_overlap(answer: str, documents: Sequence[str]) -> float:
 
 
 class Filters:
-    """The configured filters, their thresholds and counts."""
+    """The configured filters and their thresholds; each marks the candidates it checked and rejected."""
 
     def __init__(self, spec: Mapping[str, Any]):
         spec = dict(spec or {})

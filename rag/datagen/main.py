@@ -83,7 +83,10 @@ def generate(cfg: DictConfig) -> dict[str, Any]:
     categories = CategorySet(**OmegaConf.to_container(cfg.categories, resolve=True))
     filters = Filters(OmegaConf.to_container(cfg.filters, resolve=True))
     gen = OmegaConf.to_container(cfg.generation, resolve=True)
-    settings = GenerationSettings(**gen)
+    try:
+        settings = GenerationSettings(**gen)
+    except TypeError as err:
+        raise ConfigError(f"datagen.generation: {err}".replace("__init__()", "setting")) from None
     settings.check()
     corpus_path = resolve_corpus(cfg.corpus, data_dir)
     corpus = JsonlCorpus(path=str(corpus_path), data_dir=None, chunk_words=int(cfg.documents.chunk_words),

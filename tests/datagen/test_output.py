@@ -31,8 +31,9 @@ def _dev_rows(data_dir: Path, n: int) -> tuple[list[str], list[dict[str, str]]]:
 
 
 def test_tsv_is_byte_identical_to_the_shared_file_for_the_same_rows(data_dir, tmp_path):
-    original, rows = _dev_rows(data_dir, 5)
-    assert [r["qid"] for r in rows] == ["1", "2", "3", "4", "5"]
+    # the first three rows of the shared file are numbered 1..3, as the generator numbers its pairs
+    original, rows = _dev_rows(data_dir, 3)
+    assert [r["qid"] for r in rows] == ["1", "2", "3"]
     cfg = compose_datagen(["categories=liverag"])
     cats = CategorySet(**OmegaConf.to_container(cfg.categories, resolve=True))
     kept = [{"slot": i, "status": "kept",
