@@ -10,6 +10,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from hydra.utils import instantiate
 from omegaconf import OmegaConf
 
 from rag.core.errors import DataError
@@ -19,6 +20,7 @@ from rag.datagen.categories import CategorySet
 from rag.datagen.documents import DocumentPool
 from rag.datagen.loader import GeneratedQA
 from rag.datagen.output import CORPUS_FILE, QA_FILE, QA_JSONL, place_corpus, qa_rows, write_qa
+from tests.conftest import compose_config
 from tests.datagen.helpers import compose_datagen, write_corpus
 
 
@@ -69,6 +71,9 @@ def test_generated_loader_keeps_every_category_column(tmp_path):
     assert question.gold_docs == kept[0]["pair"]["context"]  # a tab inside a document survives the TSV
     # the plain DataMorgana loader reads the same file (with the LiveRAG subset of the columns)
     assert DataMorganaQA(str(QA_FILE), str(tmp_path)).load()[0].question == question.question
+    # and `dataset=generated` composes onto the folder
+    dataset = instantiate(compose_config(["dataset=generated", f"paths.data_dir={tmp_path}"]).dataset)
+    assert dataset.name == "generated" and dataset.questions[0].categories == question.categories
 
 
 def test_corpus_is_linked_or_rewritten_where_the_dataset_config_expects_it(tmp_path):
