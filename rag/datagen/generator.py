@@ -47,7 +47,7 @@ class Slot:
     index: int
     attempt: int = 0
     stats: dict[str, Any] = field(default_factory=lambda: {"attempts": 0, "candidates": 0, "unparsable": 0,
-                                                           "judge_unreadable": 0, "no_related_document": 0,
+                                                           "parse_retries": 0, "judge_unreadable": 0, "no_related_document": 0,
                                                            "filters": {}})
 
     def add(self, key: str, value: int) -> None:
@@ -251,6 +251,7 @@ class DataGenerator:
         candidates: list[Candidate] = []
         for (slot, number, shown_texts), asked in zip(owners, answers):
             slot.add("candidates", 1)
+            slot.add("parse_retries", asked.attempts - 1)
             if asked.value is None:
                 slot.add("unparsable", 1)
                 continue

@@ -66,7 +66,8 @@ def build_report(slots: dict[int, dict[str, Any]], kept: list[dict[str, Any]], c
                                           if name in filters_enabled}
     for row in slots.values():
         stats = row["stats"]
-        for key in ("attempts", "candidates", "unparsable", "judge_unreadable", "no_related_document"):
+        for key in ("attempts", "candidates", "unparsable", "parse_retries", "judge_unreadable",
+                    "no_related_document"):
             totals[key] += stats.get(key, 0)
         for name, entry in stats.get("filters", {}).items():
             target = filters.setdefault(name, {"checked": 0, "rejected": 0})
@@ -87,7 +88,8 @@ def build_report(slots: dict[int, dict[str, Any]], kept: list[dict[str, Any]], c
         if pairs else None,
         "candidates": totals["candidates"], "attempts": totals["attempts"],
         "candidates_per_kept_pair": round(totals["candidates"] / len(kept), 3) if kept else None,
-        "unparsable_candidates": totals["unparsable"], "judge_unreadable": totals["judge_unreadable"],
+        "unparsable_candidates": totals["unparsable"], "parse_retries": totals["parse_retries"],
+        "judge_unreadable": totals["judge_unreadable"],
         "no_related_document": totals["no_related_document"],
         "filters": filters, "categorizations": per_categorization, **extra,
     }
@@ -107,7 +109,8 @@ def render_markdown(report: dict[str, Any]) -> str:
              f"({report['single_doc_pairs']} single-document, {report['multi_doc_pairs']} two-document); "
              f"slots kept {report['slots']['kept']}, failed {report['slots']['failed']}.", "",
              f"Candidates generated: {report['candidates']} ({_fmt(report['candidates_per_kept_pair'])} per kept "
-             f"pair); unparsable: {report['unparsable_candidates']}; unreadable judge verdicts: "
+             f"pair); re-asked after unparsable output: {report['parse_retries']}; still unparsable (skipped): "
+             f"{report['unparsable_candidates']}; unreadable judge verdicts: "
              f"{report['judge_unreadable']}; multi-document attempts without a related document: "
              f"{report['no_related_document']}.", "",
              f"Mean length in words: question {_fmt(report['mean_question_words'])}, answer "

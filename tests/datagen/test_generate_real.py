@@ -97,7 +97,7 @@ def test_unparsable_output_is_retried_with_a_new_seed_then_counted_and_skipped(t
                            "generation.parse_retries=1"], tmp_path)
     report = generate(cfg)
     assert report["obtained_pairs"] == 0 and report["slots"] == {"kept": 0, "failed": 2}
-    assert report["candidates"] == 4 and report["unparsable_candidates"] == 4
+    assert report["candidates"] == 4 and report["unparsable_candidates"] == 4 and report["parse_retries"] == 4
     assert report["run"]["llm_calls"] == 8  # 4 candidates, each re-asked once
     assert all(f["checked"] == 0 for f in report["filters"].values())
     tsv = (tmp_path / "out" / QA_FILE).read_text(encoding="utf-8")
