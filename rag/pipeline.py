@@ -32,6 +32,7 @@ from rag.order.ordering import Ordering
 from rag.records import Question, ScoredPassage
 from rag.rerank.base import Reranker
 from rag.retrieve.base import Retriever
+from rag.reuse import LOADED
 from rag.stage_cache import StageCache
 
 log = logging.getLogger(__name__)
@@ -68,17 +69,24 @@ class Pipeline:
         self.data_dir = _abs(cfg.paths.data_dir)
         self.cache_dir = Path(_abs(cfg.paths.cache_dir))
         OmegaConf.update(cfg, "paths.data_dir", self.data_dir, force_add=True)
+        self.reuse = _reuse_loaded(cfg)
         self.dataset: Dataset = instantiate(cfg.dataset)
-        self.retriever: Retriever = instantiate(cfg.retriever)
-        self.reranker: Reranker = instantiate(cfg.rerank)
+        # in-process sweep cells share loaded corpora, indexes, rerankers and engines (rag/reuse.py)
+        self.dataset.corpus, _ = self._shared("corpus", cfg.dataset.corpus, lambda: self.dataset.corpus)
+        self.retriever: Retriever
+        self.retriever, reused = self._shared("retriever", cfg.retriever, lambda: instantiate(cfg.retriever),
+                                              cfg.dataset.corpus)
+        self._index_ready = reused and self.retriever.corpus is not None  # a kept index is already loaded
+        self.reranker: Reranker
+        self.reranker, _ = self._shared("rerank", cfg.rerank, lambda: instantiate(cfg.rerank))
         self._attach_response_cache(self.reranker)
         self.ordering: Ordering = instantiate(cfg.ordering)
         self.generator: Generator = instantiate(cfg.generator)
         self.stage_cache = StageCache(self.cache_dir, enabled=cfg.cache.stages)
         self.timer = Timer()
         self.rerank_stats: dict[str, float] = {}
-        self._index_ready = False
         self._engine: LLMEngine | None = None
+        self._loads_before = {"retriever": _model_loads(self.retriever), "rerank": _model_loads(self.reranker)}
         #: recall cutoffs reported after retrieval and rerank (metrics.recall_at), from one deep retrieval
         self.recall_at = sorted({int(k) for k in (cfg.get("metrics") or {}).get("recall_at") or []})
         self._cutoff_scores: dict[str, dict[str, float]] = {}
@@ -97,9 +105,30 @@ class Pipeline:
     @property
     def engine(self) -> LLMEngine:
         if self._engine is None:
-            cache = ResponseCache(self.cache_dir / "llm", enabled=self.cfg.cache.llm_responses)
-            self._engine = instantiate(self.cfg.llm, cache=cache)
+            def build() -> LLMEngine:
+                cache = ResponseCache(self.cache_dir / "llm", enabled=self.cfg.cache.llm_responses)
+                return instantiate(self.cfg.llm, cache=cache)
+
+            self._engine, reused = self._shared("llm", self.cfg.llm, build, self.cfg.cache.llm_responses)
+            if reused:  # per-run accounting starts from zero
+                self._engine.usage = type(self._engine.usage)()
+                if hasattr(self._engine, "cost_usd"):
+                    self._engine.cost_usd = 0.0
+            self._loads_before["llm"] = 0 if not reused else _model_loads(self._engine)
         return self._engine
+
+    def _shared(self, slot: str, node: Any, build: Any, *extra: Any) -> tuple[Any, bool]:
+        """Build a component, or take the one an earlier cell of this process built from the same config."""
+        if not self.reuse:
+            return build(), False
+        return LOADED.get(slot, LOADED.key(node, self.cache_dir, *extra), build)
+
+    def model_loads(self) -> int:
+        """Model weights loaded by this run (LLM and embedders); 0 for every component reused from a
+        previous sweep cell."""
+        parts = {"llm": self._engine, "retriever": self.retriever, "rerank": self.reranker}
+        return sum(max(0, _model_loads(part) - self._loads_before.get(slot, 0)) for slot, part in parts.items()
+                   if part is not None)
 
     @property
     def depth(self) -> int:
@@ -263,6 +292,7 @@ class Pipeline:
         m["parse_failures"] = sum(bool(r.get("parse_failed")) for r in records)
         usage = self._engine.usage if self._engine is not None else None
         counters = self.stage_cache.counters
+        m["model_loads"] = self.model_loads()
         m.update({"retrieval_calls": counters.retrieval_calls, "rerank_calls": counters.rerank_calls,
                   "retrieval_cache_hits": counters.retrieval_cache_hits,
                   "rerank_cache_hits": counters.rerank_cache_hits,
@@ -282,8 +312,28 @@ class Pipeline:
 
     def close(self) -> None:
         for part in (self._engine, self.retriever, self.reranker):
-            if part is not None:
+            if part is not None and not LOADED.holds(part):  # kept ones serve the next sweep cell
                 part.close()
+
+
+def _reuse_loaded(cfg: DictConfig) -> bool:
+    """`cache.reuse_loaded`: true, false, or auto (reuse within a Hydra multirun, i.e. a sweep)."""
+    setting = cfg.cache.get("reuse_loaded", "auto")
+    if setting != "auto":
+        return bool(setting)
+    from hydra.core.hydra_config import HydraConfig
+    from hydra.types import RunMode
+
+    return HydraConfig.initialized() and HydraConfig.get().mode == RunMode.MULTIRUN
+
+
+def _model_loads(component: Any) -> int:
+    """Weight loads counted by a component and the embedders or engines inside it."""
+    if component is None:
+        return 0
+    own = getattr(component, "model_loads", 0)
+    inner = [getattr(component, name, None) for name in ("embedder", "engine", "first", "second")]
+    return (own if isinstance(own, int) else 0) + sum(_model_loads(part) for part in inner if part is not None)
 
 
 def format_metrics_table(metrics: dict[str, Any]) -> str:
