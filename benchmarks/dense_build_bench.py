@@ -4,9 +4,10 @@ Usage: `python benchmarks/dense_build_bench.py [--passages 2000] [--variants ...
 (RAG_DATA_DIR must point at the shared data folder).
 
 Every variant encodes the same fixed sample of corpus passages (a seeded shuffle of the LiveRAG FineWeb
-passages, MiniLM at 256 tokens) right after the plain-library baseline, and is reported as passages/s, the ratio
-to the baseline, and the mean cosine between its vectors and the baseline's. The load average (`uptime`) is
-recorded before and after each measurement, since the machine may be shared. `--recall` also builds a flat
+passages, MiniLM at 256 tokens) in interleaved rounds with the plain-library baseline (each round times the
+baseline and every variant once), and is reported as passages/s, the median per-round ratio to the baseline,
+and the mean cosine between its vectors and the baseline's. The load average is recorded after each round,
+since the machine may be shared. `--recall` also builds a flat
 index with torch and with the chosen variant over a recall corpus (every gold document of the 295 dev questions
 plus the sample) and reports gold-document recall@20 of both on the 295 dev questions.
 """
@@ -17,6 +18,7 @@ import argparse
 import json
 import os
 import random
+import statistics
 import sys
 import tempfile
 import time
@@ -53,12 +55,10 @@ def sample_passages(n: int, seed: int = 0) -> list[str]:
     return passages[:n]
 
 
-def timed(encode, texts: list[str]) -> tuple[np.ndarray, float, str, str]:
-    encode(texts[:32])  # warm-up: load, export, first-call allocations outside the timing
-    before = load_average()
+def timed(encode, texts: list[str]) -> tuple[np.ndarray, float]:
     start = time.perf_counter()
     vectors = encode(texts)
-    return vectors, time.perf_counter() - start, before, load_average()
+    return vectors, time.perf_counter() - start
 
 
 def plain_torch(texts: list[str]):
@@ -85,31 +85,48 @@ def recall_at_20(embedder: Embedder, texts: list[str], docs: list[str], question
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--passages", type=int, default=2000)
-    parser.add_argument("--variants", nargs="+", default=["embedder-torch", "onnx-fp32", "onnx-int8"])
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--variants", nargs="+", default=["onnx-fp32", "onnx-int8", "onnx-int8-b16"])
     parser.add_argument("--recall", action="store_true", help="recall@20 of the best variant vs torch")
     parser.add_argument("--recall-extra", type=int, default=3000, help="non-gold passages in the recall corpus")
     parser.add_argument("--out", type=Path, default=None)
     args = parser.parse_args()
     export_dir = tempfile.mkdtemp(prefix="embed-export-")
     texts = sample_passages(args.passages)
-    results: dict = {"passages": len(texts), "cpu_count": os.cpu_count(), "variants": {}}
-    base_vectors, base_s, before, after = timed(plain_torch(texts), texts)
-    results["plain_sentence_transformers_torch"] = {"seconds": round(base_s, 2),
-                                                    "passages_per_s": round(len(texts) / base_s, 1),
-                                                    "load_before": before, "load_after": after}
-    print(json.dumps(results, indent=2), flush=True)
+    encoders = {"plain-torch": plain_torch(texts)}
+    results: dict = {"passages": len(texts), "rounds": args.rounds, "cpu_count": os.cpu_count(), "variants": {}}
     for name in args.variants:
         embedder = Embedder(**{**MODEL, "export_dir": export_dir, **VARIANTS[name]})
         try:
-            vectors, seconds, before, after = timed(embedder.encode_passages, texts)
+            embedder.encode_passages(texts[:32])  # load (and export once) outside the timing
+            encoders[name] = embedder.encode_passages
         except Exception as err:  # a backend that cannot be installed or exported here is reported, not fatal
             results["variants"][name] = {"error": f"{type(err).__name__}: {err}"[:300]}
+    encoders["plain-torch"](texts[:32])
+    # interleaved rounds: on a shared machine the load drifts, so every variant is timed next to the baseline
+    # in each round, and the ratio is the median of the per-round ratios
+    seconds: dict[str, list[float]] = {name: [] for name in encoders}
+    vectors: dict[str, np.ndarray] = {}
+    loads = [load_average()]
+    for _ in range(args.rounds):
+        for name, encode in encoders.items():
+            vectors[name], took = timed(encode, texts)
+            seconds[name].append(took)
+        loads.append(load_average())
+    base = seconds["plain-torch"]
+    results["plain_sentence_transformers_torch"] = {
+        "seconds": [round(x, 2) for x in base], "passages_per_s": round(len(texts) / statistics.median(base), 1)}
+    results["load_averages"] = loads
+    for name in encoders:
+        if name == "plain-torch":
             continue
-        cosine = float(np.mean(np.sum(vectors * base_vectors, axis=1)))
-        results["variants"][name] = {"seconds": round(seconds, 2), "passages_per_s": round(len(texts) / seconds, 1),
-                                     "ratio_to_plain_torch": round(base_s / seconds, 3),
-                                     "mean_cosine_to_torch": round(cosine, 4), "load_before": before,
-                                     "load_after": after}
+        ratios = [b / x for b, x in zip(base, seconds[name])]
+        cosine = float(np.mean(np.sum(vectors[name] * vectors["plain-torch"], axis=1)))
+        results["variants"][name] = {"seconds": [round(x, 2) for x in seconds[name]],
+                                     "passages_per_s": round(len(texts) / statistics.median(seconds[name]), 1),
+                                     "ratio_to_plain_torch": round(statistics.median(ratios), 3),
+                                     "ratios_per_round": [round(r, 3) for r in ratios],
+                                     "mean_cosine_to_torch": round(cosine, 4)}
         print(name, json.dumps(results["variants"][name]), flush=True)
     if args.recall:
         ok = {n: v for n, v in results["variants"].items() if "ratio_to_plain_torch" in v and n != "embedder-torch"}
