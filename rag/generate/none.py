@@ -1,8 +1,9 @@
 """No generation: a retrieval-only run (rank, write the ranked lists and retrieval metrics, load no LLM).
 
 For studies of retrieval alone, such as gold-document recall against depth (RAGtifier's Fig. 4): with
-`generator=none` the pipeline never builds the `llm` engine, the answers file keeps the ranked lists with an
-empty answer, and metrics.json has no answer scores.
+`generator=none` the pipeline never builds the `llm` engine, the answers file keeps the ranked lists (ids and
+scores under `retrieved` / `reranked`; no passage text, since no prompt used any) with an empty answer, and
+metrics.json has no answer scores.
 """
 
 from __future__ import annotations
@@ -23,4 +24,5 @@ class NoGenerator(Generator):
         return False
 
     def generate(self, items: list[GenerationInput], ctx: GenerationContext) -> list[GenerationResult]:
-        return [GenerationResult(answer="", final_prompt="", steps={}) for _ in items]
+        # no prompt, so no passages were "used": the ranked lists are in the record's retrieved/reranked fields
+        return [GenerationResult(answer="", final_prompt="", steps={}, passages=[]) for _ in items]

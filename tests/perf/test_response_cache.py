@@ -142,12 +142,13 @@ def test_batch_killed_midway_keeps_finished_entries(tmp_path, gemma_file):
 
     root = tmp_path / "llm"
     cache = ResponseCache(root)
-    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))}
     child = subprocess.Popen([sys.executable, "-c", KILLED_CHILD, str(gemma_file), str(root)], cwd=ROOT, env=env,
-                             stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     deadline = time.time() + 300
     while cache.count() < 3 and child.poll() is None and time.time() < deadline:
         time.sleep(0.05)
+    assert child.poll() is None, f"the child ended on its own: {child.stderr.read()[-2000:]!r}"
     child.send_signal(signal.SIGKILL)
     child.wait()
     kept = cache.count()

@@ -39,6 +39,7 @@ def test_generator_none_on_500_live_questions_loads_no_model(data_dir, shared_ca
     records = read_jsonl(tmp_path / "live" / "answers.jsonl")
     assert len(records) == 500 and metrics["n_questions"] == 500
     assert all(len(r["retrieved"]) == 100 and r["answer"] == "" and r["final_prompt"] == "" for r in records)
+    assert all(r["passages"] == [] for r in records)  # no prompt used any passage text
     assert [p["rank"] for p in records[0]["retrieved"]] == list(range(1, 101))
     assert metrics["llm_calls"] == 0 and not any(k.startswith("answer/") for k in metrics)
     assert not any(k.startswith("recall/") for k in metrics)  # no gold documents on live day
