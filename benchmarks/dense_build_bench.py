@@ -7,7 +7,8 @@ Every variant encodes the same fixed sample of corpus passages (a seeded shuffle
 passages, MiniLM at 256 tokens) in interleaved rounds with the plain-library baseline (each round times the
 baseline and every variant once), and is reported as passages/s, the median per-round ratio to the baseline,
 and the mean cosine between its vectors and the baseline's. The load average is recorded after each round,
-since the machine may be shared. `--recall` also builds a flat
+since the machine may be shared; the CPU-time ratio (user + system seconds of this process) is reported beside
+the wall-time ratio because it moves less with other load. `--recall` also builds a flat
 index with torch and with the chosen variant over a recall corpus (every gold document of the 295 dev questions
 plus the sample) and reports gold-document recall@20 of both on the 295 dev questions.
 """
@@ -18,6 +19,7 @@ import argparse
 import json
 import os
 import random
+import resource
 import statistics
 import sys
 import tempfile
@@ -55,10 +57,16 @@ def sample_passages(n: int, seed: int = 0) -> list[str]:
     return passages[:n]
 
 
-def timed(encode, texts: list[str]) -> tuple[np.ndarray, float]:
-    start = time.perf_counter()
+def cpu_seconds() -> float:
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    return usage.ru_utime + usage.ru_stime
+
+
+def timed(encode, texts: list[str]) -> tuple[np.ndarray, float, float]:
+    """Vectors, wall seconds and CPU seconds (all threads of this process: less sensitive to other load)."""
+    start, cpu = time.perf_counter(), cpu_seconds()
     vectors = encode(texts)
-    return vectors, time.perf_counter() - start
+    return vectors, time.perf_counter() - start, cpu_seconds() - cpu
 
 
 def plain_torch(texts: list[str]):
@@ -106,16 +114,19 @@ def main() -> None:
     # interleaved rounds: on a shared machine the load drifts, so every variant is timed next to the baseline
     # in each round, and the ratio is the median of the per-round ratios
     seconds: dict[str, list[float]] = {name: [] for name in encoders}
+    cpu: dict[str, list[float]] = {name: [] for name in encoders}
     vectors: dict[str, np.ndarray] = {}
     loads = [load_average()]
     for _ in range(args.rounds):
         for name, encode in encoders.items():
-            vectors[name], took = timed(encode, texts)
+            vectors[name], took, cpu_took = timed(encode, texts)
             seconds[name].append(took)
+            cpu[name].append(cpu_took)
         loads.append(load_average())
     base = seconds["plain-torch"]
     results["plain_sentence_transformers_torch"] = {
-        "seconds": [round(x, 2) for x in base], "passages_per_s": round(len(texts) / statistics.median(base), 1)}
+        "seconds": [round(x, 2) for x in base], "passages_per_s": round(len(texts) / statistics.median(base), 1),
+        "cpu_seconds": [round(x, 2) for x in cpu["plain-torch"]]}
     results["load_averages"] = loads
     for name in encoders:
         if name == "plain-torch":
@@ -126,6 +137,9 @@ def main() -> None:
                                      "passages_per_s": round(len(texts) / statistics.median(seconds[name]), 1),
                                      "ratio_to_plain_torch": round(statistics.median(ratios), 3),
                                      "ratios_per_round": [round(r, 3) for r in ratios],
+                                     "cpu_seconds": [round(x, 2) for x in cpu[name]],
+                                     "cpu_time_ratio_to_plain_torch": round(statistics.median(
+                                         [b / x for b, x in zip(cpu["plain-torch"], cpu[name])]), 3),
                                      "mean_cosine_to_torch": round(cosine, 4)}
         print(name, json.dumps(results["variants"][name]), flush=True)
     if args.recall:
