@@ -19,6 +19,7 @@ from typing import Any
 from hydra.utils import instantiate
 from omegaconf import DictConfig, OmegaConf
 
+from rag.core.errors import ConfigError
 from rag.core.io import JsonlJournal, atomic_write_json, atomic_write_jsonl, read_jsonl
 from rag.core.secrets import redact
 from rag.data.dataset import Dataset
@@ -26,11 +27,12 @@ from rag.generate.base import GenerationContext, GenerationInput, GenerationResu
 from rag.llm.base import LLMEngine
 from rag.llm.cache import ResponseCache
 from rag.metrics.qa import best_over_golds, exact_match, token_f1
-from rag.metrics.retrieval import gold_found
+from rag.metrics.retrieval import cutoff_metrics, gold_found, recall_at_cutoffs
 from rag.order.ordering import Ordering
 from rag.records import Question, ScoredPassage
 from rag.rerank.base import Reranker
 from rag.retrieve.base import Retriever
+from rag.reuse import LOADED
 from rag.stage_cache import StageCache
 
 log = logging.getLogger(__name__)
@@ -67,18 +69,32 @@ class Pipeline:
         self.data_dir = _abs(cfg.paths.data_dir)
         self.cache_dir = Path(_abs(cfg.paths.cache_dir))
         OmegaConf.update(cfg, "paths.data_dir", self.data_dir, force_add=True)
+        self.reuse = _reuse_loaded(cfg)
         self.dataset: Dataset = instantiate(cfg.dataset)
-        self.retriever: Retriever = instantiate(cfg.retriever)
-        self.reranker: Reranker = instantiate(cfg.rerank)
+        # in-process sweep cells share loaded corpora, indexes, rerankers and engines (rag/reuse.py)
+        self.dataset.corpus, _ = self._shared("corpus", cfg.dataset.corpus, lambda: self.dataset.corpus)
+        self.retriever: Retriever
+        self.retriever, reused = self._shared("retriever", cfg.retriever, lambda: instantiate(cfg.retriever),
+                                              cfg.dataset.corpus)
+        self._index_ready = reused and self.retriever.corpus is not None  # a kept index is already loaded
+        self.reranker: Reranker
+        self.reranker, _ = self._shared("rerank", cfg.rerank, lambda: instantiate(cfg.rerank))
         self._attach_response_cache(self.reranker)
         self.ordering: Ordering = instantiate(cfg.ordering)
         self.generator: Generator = instantiate(cfg.generator)
         self.stage_cache = StageCache(self.cache_dir, enabled=cfg.cache.stages)
         self.timer = Timer()
         self.rerank_stats: dict[str, float] = {}
-        self._index_ready = False
         self._engine: LLMEngine | None = None
-        _ = self.engine  # fail fast on a bad llm config (a missing model file) before any index is built
+        self._loads_before = {"retriever": _model_loads(self.retriever), "rerank": _model_loads(self.reranker)}
+        #: recall cutoffs reported after retrieval and rerank (metrics.recall_at), from one deep retrieval
+        self.recall_at = sorted({int(k) for k in (cfg.get("metrics") or {}).get("recall_at") or []})
+        self._cutoff_scores: dict[str, dict[str, float]] = {}
+        if self.generator.uses_llm:
+            _ = self.engine  # fail fast on a bad llm config (a missing model file) before any index is built
+        elif cfg.judge.get("enabled", False):
+            raise ConfigError("judge.enabled=true needs answers, but generator=none writes none; "
+                              "use judge=none for a retrieval-only run")
 
     def _attach_response_cache(self, component: object) -> None:
         """LLM-based stages (Rank-R1) build their own engine from YAML; give it the shared response cache."""
@@ -89,14 +105,35 @@ class Pipeline:
     @property
     def engine(self) -> LLMEngine:
         if self._engine is None:
-            cache = ResponseCache(self.cache_dir / "llm", enabled=self.cfg.cache.llm_responses)
-            self._engine = instantiate(self.cfg.llm, cache=cache)
+            def build() -> LLMEngine:
+                cache = ResponseCache(self.cache_dir / "llm", enabled=self.cfg.cache.llm_responses)
+                return instantiate(self.cfg.llm, cache=cache)
+
+            self._engine, reused = self._shared("llm", self.cfg.llm, build, self.cfg.cache.llm_responses)
+            if reused:  # per-run accounting starts from zero
+                self._engine.usage = type(self._engine.usage)()
+                if hasattr(self._engine, "cost_usd"):
+                    self._engine.cost_usd = 0.0
+            self._loads_before["llm"] = 0 if not reused else _model_loads(self._engine)
         return self._engine
+
+    def _shared(self, slot: str, node: Any, build: Any, *extra: Any) -> tuple[Any, bool]:
+        """Build a component, or take the one an earlier cell of this process built from the same config."""
+        if not self.reuse:
+            return build(), False
+        return LOADED.get(slot, LOADED.key(node, self.cache_dir, *extra), build)
+
+    def model_loads(self) -> int:
+        """Model weights loaded by this run (LLM and embedders); 0 for every component reused from a
+        previous sweep cell."""
+        parts = {"llm": self._engine, "retriever": self.retriever, "rerank": self.reranker}
+        return sum(max(0, _model_loads(part) - self._loads_before.get(slot, 0)) for slot, part in parts.items()
+                   if part is not None)
 
     @property
     def depth(self) -> int:
         """Retrieval depth shared by sweep cells: the largest k any cell needs."""
-        return max(self.retriever.k, int(self.cfg.cache.retrieval_depth or 0))
+        return max(self.retriever.k, int(self.cfg.cache.retrieval_depth or 0), *self.recall_at)
 
     # -- stages -----------------------------------------------------------------------------------------------
     def rank(self, questions: list[Question]) -> tuple[list[list[ScoredPassage]], list[list[ScoredPassage]]]:
@@ -111,6 +148,13 @@ class Pipeline:
             name = self.stage_cache.retrieval_name(self.retriever, corpus.key, self.dataset.key, self.depth)
             reranked = self.stage_cache.rerank(self.reranker, f"{name}__k{self.retriever.k}", self.retriever,
                                                qids, texts, retrieved)
+        if self.recall_at:  # recall at every cutoff, from the deep list and the uncut reranked list
+            for q, deep_list, reranked_list in zip(questions, deep, reranked):
+                self._cutoff_scores[q.id] = {
+                    **recall_at_cutoffs(q.gold_doc_ids, [p.passage.doc_id for p in deep_list], self.recall_at,
+                                        "retrieval"),
+                    **recall_at_cutoffs(q.gold_doc_ids, [p.passage.doc_id for p in reranked_list],
+                                        [k for k in self.recall_at if k <= self.retriever.k], "rerank")}
         for key, value in (getattr(self.reranker, "stats", None) or {}).items():
             if isinstance(value, (int, float)) and not isinstance(value, bool):
                 self.rerank_stats[key] = self.rerank_stats.get(key, 0) + value
@@ -123,6 +167,7 @@ class Pipeline:
         if not self._index_ready:
             with self.timer.stage("index"):
                 self.retriever.prepare(self.dataset.corpus, self.cache_dir)
+                self.reranker.prepare(self.cache_dir, self.retriever)  # dense rerank reads the index's vectors
             self._index_ready = True
 
     def retrieve_adhoc(self, queries: list[str]) -> list[list[ScoredPassage]]:
@@ -136,7 +181,7 @@ class Pipeline:
         return [self.reranker.cut(r) for r in reranked]
 
     def generate(self, questions: list[Question], contexts: list[list[ScoredPassage]]) -> list[GenerationResult]:
-        ctx = GenerationContext(engine=self.engine, retrieve=self.retrieve_adhoc, cache_dir=str(self.cache_dir),
+        ctx = GenerationContext(engine=self.engine if self.generator.uses_llm else None, retrieve=self.retrieve_adhoc, cache_dir=str(self.cache_dir),
                                 data_dir=self.data_dir)
         items = [GenerationInput(q, self.ordering.order(c) if self.generator.uses_ordering else list(c))
                  for q, c in zip(questions, contexts)]
@@ -169,6 +214,8 @@ class Pipeline:
             retrieved, contexts = self.rank(part)
             results = self.generate(part, contexts)
             rows = [self.record(q, r, c, g) for q, r, c, g in zip(part, retrieved, contexts, results)]
+            for row in rows:  # recall at metrics.recall_at cutoffs (rank() computed them from the deep lists)
+                row["scores"].update(self._cutoff_scores.pop(row["id"], {}))
             journal.append(rows)
             done.update({row["id"]: row for row in rows})
         if not todo:  # still load the index so that timings are comparable between runs
@@ -200,7 +247,7 @@ class Pipeline:
             self.ordering.order(context) if self.generator.uses_ordering else context)
         golds = [question.answer, *question.answer_aliases] if question.answer is not None else []
         scores: dict[str, float] = {}
-        if golds:
+        if golds and self.generator.uses_llm:
             scores["f1"] = best_over_golds(token_f1, result.answer, golds)
             scores["em"] = best_over_golds(exact_match, result.answer, golds)
         if question.gold_doc_ids:
@@ -240,9 +287,12 @@ class Pipeline:
                 values = [r["scores"][key] for r in rows if key in r["scores"]]
                 if values:
                     m[f"{name}/{split}"] = round(mean(values), 6)
+        # recall at every metrics.recall_at cutoff (issue 14): recall/<stage>@<k>[_any|_all]/<split>
+        m.update(cutoff_metrics(splits))
         m["parse_failures"] = sum(bool(r.get("parse_failed")) for r in records)
         usage = self._engine.usage if self._engine is not None else None
         counters = self.stage_cache.counters
+        m["model_loads"] = self.model_loads()
         m.update({"retrieval_calls": counters.retrieval_calls, "rerank_calls": counters.rerank_calls,
                   "retrieval_cache_hits": counters.retrieval_cache_hits,
                   "rerank_cache_hits": counters.rerank_cache_hits,
@@ -262,8 +312,28 @@ class Pipeline:
 
     def close(self) -> None:
         for part in (self._engine, self.retriever, self.reranker):
-            if part is not None:
+            if part is not None and not LOADED.holds(part):  # kept ones serve the next sweep cell
                 part.close()
+
+
+def _reuse_loaded(cfg: DictConfig) -> bool:
+    """`cache.reuse_loaded`: true, false, or auto (reuse within a Hydra multirun, i.e. a sweep)."""
+    setting = cfg.cache.get("reuse_loaded", "auto")
+    if setting != "auto":
+        return bool(setting)
+    from hydra.core.hydra_config import HydraConfig
+    from hydra.types import RunMode
+
+    return HydraConfig.initialized() and HydraConfig.get().mode == RunMode.MULTIRUN
+
+
+def _model_loads(component: Any) -> int:
+    """Weight loads counted by a component and the embedders or engines inside it."""
+    if component is None:
+        return 0
+    own = getattr(component, "model_loads", 0)
+    inner = [getattr(component, name, None) for name in ("embedder", "engine", "first", "second")]
+    return (own if isinstance(own, int) else 0) + sum(_model_loads(part) for part in inner if part is not None)
 
 
 def format_metrics_table(metrics: dict[str, Any]) -> str:

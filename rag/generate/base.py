@@ -42,7 +42,7 @@ RetrieveFn = Callable[[list[str]], list[list[ScoredPassage]]]
 
 @dataclass
 class GenerationContext:
-    engine: LLMEngine
+    engine: LLMEngine | None
     retrieve: RetrieveFn | None = None
     prompt_dir: str | None = None
     #: where strategies keep artefacts made once per model (InstructRAG demonstrations, ...)
@@ -66,6 +66,8 @@ def cut_words(text: str, max_words: int | None) -> str:
 
 class Generator(ABC):
     name: str = "generator"
+    #: False for retrieval-only runs (`generator=none`): the pipeline then builds no LLM engine
+    uses_llm: bool = True
 
     def __init__(self, max_answer_words: int | None = 200, temperature: float = 0.1, max_tokens: int = 256,
                  prompt_dir: str | None = None):

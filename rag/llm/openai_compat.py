@@ -49,6 +49,11 @@ class OpenAICompatibleEngine(ConcurrentAPIEngine):
         self.max_retries = max_retries
         self.extra_body = dict(extra_body or {})
 
+    def signature(self) -> dict[str, Any]:
+        """The endpoint decides which model answers (a local server may serve any file under any name)."""
+        return {"base_url": self.base_url, "json_mode": self.json_mode, "extra_body": self.extra_body,
+                "rendering": self.chat_format}
+
     @property
     def client(self):
         if self._client is None:

@@ -10,7 +10,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from rag.llm.base import Completion, LLMEngine, LLMRequest
-from rag.llm.cache import ResponseCache
+from rag.llm.cache import ResponseCache, local_model_identity
 
 
 class VLLMEngine(LLMEngine):
@@ -25,6 +25,17 @@ class VLLMEngine(LLMEngine):
                                 dtype=dtype, seed=seed, trust_remote_code=trust_remote_code,
                                 download_dir=download_dir)
         self._llm = None
+        #: how many times this engine loaded its weights (a sweep's goal: once per distinct model)
+        self.model_loads = 0
+
+    def model_identity(self) -> dict[str, Any]:
+        memo = self.cache.memo_dir if self.cache is not None else None
+        return local_model_identity(self.engine_args["model"], memo)
+
+    def signature(self) -> dict[str, Any]:
+        args = self.engine_args
+        return {"max_model_len": args["max_model_len"], "dtype": args["dtype"], "seed": args["seed"],
+                "rendering": self.chat_format}
 
     @property
     def llm(self):
@@ -34,6 +45,7 @@ class VLLMEngine(LLMEngine):
             except ImportError:
                 raise ImportError("llm engine vllm needs the `gpu` extra: pip install -e '.[gpu]'") from None
             self._llm = LLM(**{k: v for k, v in self.engine_args.items() if v is not None})
+            self.model_loads += 1
         return self._llm
 
     def sampling_params(self, request: LLMRequest):

@@ -6,6 +6,9 @@ one gold document found) and "all" (every gold document found), as RAGtifier's F
 
 from __future__ import annotations
 
+import re
+from typing import Any
+
 from rag.records import ScoredPassage
 
 
@@ -16,3 +19,50 @@ def gold_found(gold_doc_ids: list[str], ranked: list[ScoredPassage], k: int) -> 
     top_docs = {p.passage.doc_id for p in ranked[:k]}
     found = [d in top_docs for d in gold_doc_ids]
     return sum(found) / len(found), float(any(found)), float(all(found))
+
+
+def recall_at_cutoffs(gold_doc_ids: list[str], ranked_doc_ids: list[str], cutoffs: list[int],
+                      stage: str) -> dict[str, float]:
+    """Per-question gold-document recall at every cutoff, from one ranked list (the deepest one retrieved).
+
+    Returns flat per-question scores `recall_<stage>@<k>`, `..._any`, `..._all` (fraction of gold documents
+    found, any found, all found in the top k); `cutoff_metrics` averages them into run metrics. Empty without
+    gold documents. A cutoff deeper than the list counts the whole list (a corpus smaller than k).
+    """
+    if not gold_doc_ids:
+        return {}
+    first_rank: dict[str, int] = {}
+    for rank, doc_id in enumerate(ranked_doc_ids, 1):
+        first_rank.setdefault(doc_id, rank)
+    out: dict[str, float] = {}
+    for k in sorted(set(cutoffs)):
+        found = [first_rank.get(d, k + 1) <= k for d in gold_doc_ids]
+        out[f"recall_{stage}@{k}"] = sum(found) / len(found)
+        out[f"recall_{stage}@{k}_any"] = float(any(found))
+        out[f"recall_{stage}@{k}_all"] = float(all(found))
+    return out
+
+
+_CUTOFF_SCORE = re.compile(r"^recall_(?P<stage>[a-z]+)@(?P<k>\d+)(?P<kind>_any|_all)?$")
+
+
+def cutoff_metrics(splits: dict[str, list[dict[str, Any]]]) -> dict[str, float]:
+    """Run metrics `recall/<stage>@<k>[_any|_all]/<split>`: the mean of the per-question cutoff scores that
+    `recall_at_cutoffs` put in each record's `scores`, per split (all, single, multi)."""
+    out: dict[str, float] = {}
+    for split, rows in splits.items():
+        sums: dict[str, list[float]] = {}
+        for row in rows:
+            for key, value in (row.get("scores") or {}).items():
+                match = _CUTOFF_SCORE.match(key)
+                if match:
+                    name = f"recall/{match['stage']}@{match['k']}{match['kind'] or ''}/{split}"
+                    sums.setdefault(name, []).append(float(value))
+        out.update({name: round(sum(values) / len(values), 6) for name, values in sums.items()})
+    return dict(sorted(out.items(), key=lambda kv: _metric_order(kv[0])))
+
+
+def _metric_order(name: str) -> tuple:
+    stage, rest = name.split("/")[1].split("@")
+    k, _, kind = rest.partition("_")
+    return name.split("/")[2], stage != "retrieval", int(k), kind

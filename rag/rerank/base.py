@@ -3,8 +3,13 @@
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
+from pathlib import Path
+from typing import TYPE_CHECKING
 
 from rag.records import ScoredPassage, with_ranks
+
+if TYPE_CHECKING:
+    from rag.retrieve.base import Retriever
 
 
 class Reranker(ABC):
@@ -37,6 +42,9 @@ class Reranker(ABC):
             order = sorted(range(len(cands)), key=lambda i: (-cand_scores[i], i))
             out.append(with_ranks([ScoredPassage(cands[i].passage, float(cand_scores[i])) for i in order]))
         return out
+
+    def prepare(self, cache_dir: str | Path, retriever: Retriever | None = None) -> None:  # noqa: B027
+        """Optional hook, called once the retriever's index is ready: reuse what it holds (dense vectors)."""
 
     def cut(self, ranked: list[ScoredPassage]) -> list[ScoredPassage]:
         return ranked if self.k is None else ranked[: self.k]

@@ -10,6 +10,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import numpy as np
+
 from rag.core.hashing import slug
 from rag.data.corpus import Corpus
 from rag.embed import Embedder
@@ -27,12 +29,12 @@ class DenseRetriever(Retriever):
         #: "flat" (exact) or "hnsw" (approximate, faster on large corpora)
         self.index_type, self.hnsw_m, self.ef_search = index_type, hnsw_m, ef_search
         self._index = None
+        self._row_of: dict[str, int] | None = None
 
     @property
     def key(self) -> str:
         index = "flat" if self.index_type == "flat" else f"hnsw{self.hnsw_m}"
-        seq = f"-len{self.embedder.max_seq_length}" if self.embedder.max_seq_length else ""
-        return slug(f"dense-{self.embedder.name}{seq}-{index}")
+        return slug(f"dense-{self.embedder.vector_key}-{index}")
 
     def prepare(self, corpus: Corpus | None, cache_dir: str | Path) -> None:
         import faiss
@@ -60,8 +62,23 @@ class DenseRetriever(Retriever):
         if ids != [p.passage_id for p in corpus.passages]:
             raise RuntimeError(f"dense index {index_dir} does not match the corpus; delete it to rebuild")
         self._index = faiss.read_index(str(index_dir / "index.faiss"))
+        self._row_of = None
         if self.index_type == "hnsw":
             self._index.hnsw.efSearch = self.ef_search
+
+    def passage_vectors(self, passage_ids: list[str]) -> np.ndarray | None:
+        """The stored (normalised) vectors of these passages, read back from the index instead of re-encoded;
+        None when some passage is not in it."""
+        if self._index is None:
+            return None
+        if self._row_of is None:
+            self._row_of = {p.passage_id: i for i, p in enumerate(self.corpus.passages)}
+        rows = [self._row_of.get(pid) for pid in passage_ids]
+        if any(r is None for r in rows):
+            return None
+        if not rows:
+            return np.zeros((0, self._index.d), dtype=np.float32)
+        return self._index.reconstruct_batch(np.asarray(rows, dtype=np.int64))
 
     def search(self, queries: list[str], k: int) -> list[list[ScoredPassage]]:
         if self._index is None:

@@ -1,0 +1,51 @@
+"""The dense reranker encodes no passage the dense index already holds, nor one it encoded before (issue 14)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from rag.pipeline import Pipeline
+from tests.conftest import compose_config
+
+pytestmark = pytest.mark.slow
+
+
+def _pipeline(cache, *extra: str) -> Pipeline:
+    return Pipeline(compose_config([f"paths.cache_dir={cache}", "dataset=hotpotqa", "dataset.limit=5",
+                                    "generator=none", "retriever.k=20", "rerank=dense", "rerank.k=5",
+                                    "logger=none", *extra]))
+
+
+def test_dense_rerank_reads_vectors_from_the_dense_index(data_dir, shared_cache, tmp_path):
+    pipeline = _pipeline(shared_cache, "retriever=dense", "cache.stages=false")
+    metrics = pipeline.run(tmp_path / "run")
+    reranker = pipeline.reranker
+    assert reranker.embedder.encoded_passages == 0  # every candidate vector came from the index
+    assert reranker.embedder.encoded_queries == 5
+    assert metrics["rerank/vectors_from_index"] == 5 * 20 and metrics.get("rerank/vectors_encoded", 0) == 0
+
+    # the stored vectors are the ones encoding would give: same scores as re-encoding the candidates
+    question = pipeline.dataset.questions[0]
+    retrieved, _ = pipeline.rank([question])
+    cands = retrieved[0]
+    stored = reranker.score([question.question], [cands])[0]
+    fresh = reranker.embedder.encode_passages([c.passage.text for c in cands])
+    recomputed = fresh @ reranker.embedder.encode_queries([question.question])[0]
+    np.testing.assert_allclose(stored, recomputed, atol=1e-4)
+    pipeline.close()
+
+
+def test_dense_rerank_of_bm25_candidates_encodes_each_passage_once_across_runs(data_dir, tmp_path):
+    extra = ("retriever=bm25", "cache.stages=false")
+    first = _pipeline(tmp_path / "cache", *extra)
+    first.run(tmp_path / "first")
+    encoded = first.reranker.embedder.encoded_passages
+    assert 0 < encoded <= 5 * 20
+    first.close()
+
+    second = _pipeline(tmp_path / "cache", *extra)  # a new process would see the same cache on disk
+    metrics = second.run(tmp_path / "second")
+    assert second.reranker.embedder.encoded_passages == 0
+    assert metrics["rerank/vectors_from_cache"] == 5 * 20
+    second.close()
