@@ -46,3 +46,6 @@ class SweepSummaryCallback(Callback):
             return
         log.info("sweep summary: %d of %d cells complete -> %s", summary.n_complete, len(summary.rows),
                  summary.files.get("markdown"))
+        from rag.report.build import report_after_sweep
+
+        report_after_sweep(sweep_dir)  # figures and report.md in SWEEP_DIR/report/; logs, never raises

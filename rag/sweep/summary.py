@@ -300,6 +300,9 @@ def log_wandb(summary: SweepSummary, project: str = "ragtifier", entity: str | N
             reader = list(csv.reader(io.StringIO(summary.agreement_csv)))
             payload["sweep/agreement"] = wandb.Table(columns=reader[0], data=reader[1:])
         run.log(payload)
+        from rag.report.wandb_report import log_report
+
+        log_report(run, sweep.dir)  # figures, Fig. 4/5 line plots, Table 1 (rag.report; failures logged)
         run.summary.update({"n_cells": len(summary.rows), "n_complete": summary.n_complete})
         for best in summary.best.values():
             run.summary[f"best/{best.metric}"] = best.value

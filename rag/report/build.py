@@ -1,0 +1,241 @@
+"""Write SWEEP_DIR/report/: the figures (PNG and PDF), CSV tables, report.md embedding them, report.json.
+
+`report.json` holds what the W&B sweep report and the notebooks need again (tables, curve points, figure
+files) and a fingerprint of the inputs, so a caller that only wants an up-to-date report
+(`ensure_report`) does not recompute it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import csv
+import io
+import logging
+import os
+import tempfile
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from rag.core.io import atomic_write_json, atomic_write_text
+from rag.report import agreement as agreement_mod
+from rag.report import cost as cost_mod
+from rag.report import latency as latency_mod
+from rag.report import recall as recall_mod
+from rag.report import table1 as table1_mod
+from rag.report.data import SweepData, load
+
+log = logging.getLogger(__name__)
+
+REPORT_DIR = "report"
+REPORT_JSON = "report.json"
+#: figure name -> title in report.md
+FIGURES = {"table1": "Table 1: correctness and faithfulness shares per strategy",
+           "fig4_recall_at_k": "Fig. 4: gold-document recall@k",
+           "fig5_latency_at_k": "Fig. 5: runtime per question against k",
+           "agreement": "Agreement between evaluations",
+           "strategy_cost": "Strategy cost per question"}
+
+
+@dataclass
+class Report:
+    """What was written (paths relative to the report folder) and why a part was left out."""
+
+    dir: Path
+    figures: dict[str, dict[str, str]] = field(default_factory=dict)
+    tables: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
+    skipped: dict[str, str] = field(default_factory=dict)
+    meta: dict[str, Any] = field(default_factory=dict)
+
+    def to_json(self) -> dict[str, Any]:
+        return {"figures": self.figures, "tables": self.tables, "skipped": self.skipped, "meta": self.meta}
+
+    @classmethod
+    def from_json(cls, folder: Path, data: dict[str, Any]) -> Report:
+        return cls(dir=folder, figures=data.get("figures", {}), tables=data.get("tables", {}),
+                   skipped=data.get("skipped", {}), meta=data.get("meta", {}))
+
+    def figure_path(self, name: str, fmt: str = "png") -> Path | None:
+        entry = self.figures.get(name, {})
+        return self.dir / entry[fmt] if fmt in entry else None
+
+
+def save_figure(fig, stem: Path, formats: Sequence[str] = ("png", "pdf"), dpi: int = 150) -> dict[str, str]:
+    """Save a figure in each format atomically (temporary file, then rename); return format -> file name."""
+    stem.parent.mkdir(parents=True, exist_ok=True)
+    out = {}
+    for fmt in formats:
+        target = stem.with_suffix(f".{fmt}")
+        fd, tmp = tempfile.mkstemp(dir=stem.parent, prefix=f".{target.name}.", suffix=f".{fmt}")
+        os.close(fd)
+        try:
+            fig.savefig(tmp, format=fmt, dpi=dpi)
+            os.replace(tmp, target)
+        except BaseException:
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(tmp)
+            raise
+        out[fmt] = target.name
+    return out
+
+
+def _csv(rows: list[dict[str, Any]]) -> str:
+    if not rows:
+        return ""
+    buffer = io.StringIO()
+    fields = list(dict.fromkeys(k for r in rows for k in r))
+    writer = csv.DictWriter(buffer, fieldnames=fields, lineterminator="\n")
+    writer.writeheader()
+    writer.writerows({k: ("" if r.get(k) is None else r.get(k)) for k in fields} for r in rows)
+    return buffer.getvalue()
+
+
+def fingerprint(sweep: SweepData, latency: Sequence[Path]) -> list[list[Any]]:
+    """(file, size, mtime) of every input: a report is up to date when this has not changed."""
+    files = sorted({*sweep.input_files(), *(Path(p).resolve() for p in latency)})
+    return [[str(p), p.stat().st_size, p.stat().st_mtime_ns] for p in files if p.is_file()]
+
+
+def build_report(sweep_dir: str | Path, out_dir: str | Path | None = None, latency: Sequence[str | Path] = (),
+                 formats: Sequence[str] = ("png", "pdf"), n_boot: int = 1000, seed: int = 0) -> Report:
+    """Compute every table and figure the sweep's files allow and write them (see the module docstring)."""
+    sweep = load(sweep_dir)
+    out = Path(out_dir) if out_dir else sweep.dir / REPORT_DIR
+    latency_files = [Path(p) for p in latency] or sweep.latency_files()
+    report = Report(dir=out, meta={"sweep_dir": str(sweep.dir), "runs": [r.name for r in sweep.runs],
+                                   "unfinished": sweep.unfinished, "swept": sweep.swept,
+                                   "bootstrap": n_boot, "seed": seed,
+                                   "latency_files": [str(p) for p in latency_files]})
+
+    def figure(name: str, fig) -> None:
+        report.figures[name] = save_figure(fig, out / name, formats)
+
+    # Table 1
+    rows1 = table1_mod.table1_rows(sweep, n_boot=n_boot, seed=seed)
+    if rows1:
+        report.tables["table1"] = [r.flat() for r in rows1]
+        report.meta["table1_md"] = table1_mod.to_markdown(rows1)
+        figure("table1", table1_mod.plot(rows1))
+    else:
+        report.skipped["table1"] = "no judge results with correctness/faithfulness in answers.jsonl " \
+                                   "(run with judge=liverag or judge=full)"
+    # Fig. 4
+    curves = recall_mod.recall_curves(sweep, n_boot=min(n_boot, 200), seed=seed)
+    if curves:
+        report.tables["recall_at_k"] = [p for c in curves for p in c.points()]
+        figure("fig4_recall_at_k", recall_mod.plot(curves))
+    else:
+        report.skipped["fig4_recall_at_k"] = "no questions with gold documents and a single/multi hop label"
+    # Fig. 5
+    lat_curves, headers = latency_mod.latency_curves(sweep, latency_files)
+    if lat_curves:
+        report.tables["latency_at_k"] = [p for c in lat_curves for p in c.points()]
+        report.meta["latency_benchmarks"] = headers
+        figure("fig5_latency_at_k", latency_mod.plot(lat_curves))
+    else:
+        report.skipped["fig5_latency_at_k"] = (
+            "no benchmark results (put benchmarks/latency_at_k.py output as latency_at_k*.json in the sweep "
+            "folder or pass --latency) and no run whose retrieve/rerank stage computed every question "
+            "(the stage cache served them)")
+    # agreement
+    matrices = agreement_mod.agreement_matrices(sweep.agreement)
+    if matrices:
+        report.tables["agreement"] = sweep.agreement
+        figure("agreement", agreement_mod.plot(matrices))
+    else:
+        report.skipped["agreement"] = "no agreement.csv in the sweep folder (written by the sweep summary when " \
+                                      "two evaluations exist in at least two complete cells)"
+    # strategy cost
+    costs = cost_mod.strategy_costs(sweep)
+    if costs:
+        report.tables["strategy_cost"] = [c.per_question() for c in costs]
+        figure("strategy_cost", cost_mod.plot(costs))
+    else:
+        report.skipped["strategy_cost"] = "no finished runs"
+
+    for name, rows in report.tables.items():
+        atomic_write_text(out / f"{name}.csv", _csv(rows))
+    report.meta["fingerprint"] = fingerprint(sweep, latency_files)
+    atomic_write_text(out / "report.md", to_markdown(report))
+    atomic_write_json(out / REPORT_JSON, report.to_json())
+    log.info("report written to %s (%d figures, %d skipped)", out, len(report.figures), len(report.skipped))
+    return report
+
+
+def _md_table(rows: list[dict[str, Any]], columns: Sequence[str] | None = None) -> list[str]:
+    if not rows:
+        return []
+    columns = list(columns or dict.fromkeys(k for r in rows for k in r))
+    lines = ["| " + " | ".join(columns) + " |", "|" + "---|" * len(columns)]
+    for r in rows:
+        lines.append("| " + " | ".join("" if r.get(c) is None else str(r.get(c)).replace("|", "\\|")
+                                       for c in columns) + " |")
+    return lines
+
+
+def to_markdown(report: Report) -> str:
+    meta = report.meta
+    lines = [f"# Sweep report: {Path(meta['sweep_dir']).name}", "", f"Folder: `{meta['sweep_dir']}`  ",
+             f"Runs: {len(meta['runs'])} finished"
+             + (f", {len(meta['unfinished'])} unfinished ({', '.join(meta['unfinished'])})"
+                if meta["unfinished"] else "") + "  ",
+             f"Swept: {', '.join(meta['swept']) or '-'}  ",
+             f"Bootstrap: {meta['bootstrap']} resamples, seed {meta['seed']}", ""]
+    for name, title in FIGURES.items():
+        lines += [f"## {title}", ""]
+        if name in report.figures:
+            files = report.figures[name]
+            lines.append(f"![{title}]({files.get('png', next(iter(files.values())))})")
+            if "pdf" in files:
+                lines.append(f"\n[PDF]({files['pdf']})")
+            lines.append("")
+        else:
+            lines += [f"Not drawn: {report.skipped.get(name, 'no data')}.", ""]
+        if name == "table1" and meta.get("table1_md"):
+            lines += [meta["table1_md"]]
+        elif name == "fig5_latency_at_k" and meta.get("latency_benchmarks"):
+            for header in meta["latency_benchmarks"]:
+                machine = header.get("machine") or {}
+                lines.append(f"Benchmark `{header['file']}`: {header.get('command', '')}; machine "
+                             f"{machine.get('cpu', '?')} ({machine.get('cores', '?')} cores); load "
+                             f"{header.get('load', '?')}; {header.get('n_questions', '?')} questions.")
+                for what, why in (header.get("skipped") or {}).items():
+                    lines.append(f"- not measured: {what}: {why}")
+            lines.append("")
+        elif name == "strategy_cost" and "strategy_cost" in report.tables:
+            lines += _md_table(report.tables["strategy_cost"]) + [""]
+    return "\n".join(lines) + "\n"
+
+
+def load_report(sweep_dir: str | Path) -> Report | None:
+    """The report last written for a sweep, or None."""
+    import json
+
+    folder = Path(sweep_dir) / REPORT_DIR
+    path = folder / REPORT_JSON
+    if not path.is_file():
+        return None
+    return Report.from_json(folder, json.loads(path.read_text(encoding="utf-8")))
+
+
+def ensure_report(sweep_dir: str | Path, **kwargs: Any) -> Report:
+    """The sweep's report, rebuilt only when an input changed since it was written."""
+    existing = load_report(sweep_dir)
+    if existing is not None:
+        sweep = load(sweep_dir)
+        latency = [Path(p) for p in existing.meta.get("latency_files", [])]
+        if existing.meta.get("fingerprint") == fingerprint(sweep, latency):
+            return existing
+    return build_report(sweep_dir, **kwargs)
+
+
+def report_after_sweep(sweep_dir: str | Path) -> Report | None:
+    """For the sweep-summary callback: write the report, log (never raise) when it fails."""
+    try:
+        report = ensure_report(sweep_dir)
+    except Exception:  # noqa: BLE001 - the sweep's results are on disk; the report can be rebuilt by hand
+        log.exception("sweep report failed; rerun `python -m rag.report %s`", sweep_dir)
+        return None
+    log.info("sweep report: %s", report.dir / "report.md")
+    return report

@@ -1,0 +1,78 @@
+"""Strategy cost: LLM requests, tokens and seconds per question for each generation strategy.
+
+From each run's metrics.json (the generator's engine only; judges run afterwards and are not counted).
+Requests count fresh calls plus response-cache hits, i.e. what the strategy asks for per question; tokens and
+LLM seconds count fresh calls only (a cache hit costs neither), so a sweep rerun from a warm cache shows
+the requests but not the tokens. Generation seconds are the wall time of the generate stage.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from rag.report.data import LLMUsage, SweepData, stage_seconds
+
+
+@dataclass
+class StrategyCost:
+    strategy: str
+    runs: int
+    questions: int
+    requests: int
+    fresh_calls: int
+    prompt_tokens: int
+    completion_tokens: int
+    llm_seconds: float
+    generate_seconds: float
+
+    def per_question(self) -> dict[str, Any]:
+        q = max(1, self.questions)
+        fresh = max(1, self.fresh_calls)
+        return {"strategy": self.strategy, "runs": self.runs, "questions": self.questions,
+                "llm_requests_per_q": round(self.requests / q, 3),
+                "fresh_calls_per_q": round(self.fresh_calls / q, 3),
+                "prompt_tokens_per_call": round(self.prompt_tokens / fresh, 1) if self.fresh_calls else None,
+                "completion_tokens_per_call": round(self.completion_tokens / fresh, 1) if self.fresh_calls else None,
+                "tokens_per_q": round((self.prompt_tokens + self.completion_tokens) / q, 1),
+                "llm_seconds_per_q": round(self.llm_seconds / q, 3),
+                "generate_seconds_per_q": round(self.generate_seconds / q, 3)}
+
+
+def strategy_costs(sweep: SweepData) -> list[StrategyCost]:
+    """Totals per strategy over every run of that strategy, in sweep order."""
+    out: dict[str, StrategyCost] = {}
+    for run in sweep.runs:
+        usage = LLMUsage.from_metrics(run.metrics)
+        cost = out.setdefault(run.strategy, StrategyCost(run.strategy, 0, 0, 0, 0, 0, 0, 0.0, 0.0))
+        cost.runs += 1
+        cost.questions += run.n_questions
+        cost.requests += usage.calls + usage.cache_hits
+        cost.fresh_calls += usage.calls
+        cost.prompt_tokens += usage.prompt_tokens
+        cost.completion_tokens += usage.completion_tokens
+        cost.llm_seconds += usage.seconds
+        cost.generate_seconds += stage_seconds(run.metrics, "generate") or 0.0
+    return list(out.values())
+
+
+def plot(costs: list[StrategyCost]):
+    """Three bar panels per strategy: LLM requests, tokens (fresh calls) and seconds per question."""
+    from matplotlib.figure import Figure
+
+    rows = [c.per_question() for c in costs]
+    names = [r["strategy"] for r in rows]
+    fig = Figure(figsize=(12, 3.4), layout="constrained")
+    axes = fig.subplots(1, 3)
+    panels = (("llm_requests_per_q", "LLM requests / question"),
+              ("tokens_per_q", "tokens / question (fresh calls)"),
+              ("generate_seconds_per_q", "generation seconds / question"))
+    for ax, (key, title) in zip(axes, panels):
+        values = [r[key] or 0 for r in rows]
+        bars = ax.bar(range(len(names)), values, color="#4575b4")
+        ax.bar_label(bars, fmt="%.3g", fontsize=7)
+        ax.set_xticks(range(len(names)), names, rotation=20, ha="right", fontsize=8)
+        ax.set_title(title, fontsize=9)
+        ax.grid(axis="y", alpha=0.3)
+    fig.suptitle("Strategy cost per question (generator engine only)", fontsize=10)
+    return fig

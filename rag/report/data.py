@@ -1,0 +1,313 @@
+"""The one place that reads a sweep's files for the report: cells, answer records, metrics, agreement, latency.
+
+Every other module of `rag.report` reads answer records and metrics only through the accessors below, so a
+change of the record shape (answers.jsonl) or of the metric names (metrics.json) is adapted here alone.
+
+A "sweep" here is any folder the report can read: a Hydra multirun folder (cells with `.hydra/`), a single run
+folder (holding `answers.jsonl`), or a folder of run folders (found recursively).
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import logging
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from functools import cached_property
+from pathlib import Path
+from typing import Any
+
+from rag.core.errors import DataError
+from rag.core.io import read_jsonl
+
+log = logging.getLogger(__name__)
+
+ANSWERS_FILE = "answers.jsonl"
+METRICS_FILE = "metrics.json"
+AGREEMENT_FILE = "agreement.csv"
+#: benchmark output files the report picks up from the sweep folder (see benchmarks/latency_at_k.py)
+LATENCY_GLOB = "latency_at_k*.json"
+
+#: RAGtifier Table 1: the judge fields reported as shares of each value (LiveRAG prompt, Fig. 2), best first
+TABLE1_FIELDS: dict[str, tuple[int, ...]] = {"correctness": (2, 1, 0, -1), "faithfulness": (1, 0, -1)}
+HOPS = ("single", "multi")
+
+
+def is_number(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+
+
+# -- answer records (answers.jsonl) ---------------------------------------------------------------------------
+def record_id(record: Mapping[str, Any]) -> str:
+    return str(record.get("id"))
+
+
+def record_hop(record: Mapping[str, Any]) -> str | None:
+    """"single" or "multi" (DataMorgana single-doc vs two-doc), None when the dataset does not say."""
+    hop = record.get("hop")
+    return hop if hop in HOPS else None
+
+
+def record_strategy(record: Mapping[str, Any]) -> str | None:
+    return record.get("generator")
+
+
+def judge_results(record: Mapping[str, Any]) -> dict[str, Mapping[str, Any]]:
+    """Judge name -> that judge's result for this answer (scores, or a parse-failure / skip marker)."""
+    judges = record.get("judges")
+    if not isinstance(judges, Mapping):
+        return {}
+    return {str(name): result for name, result in judges.items() if isinstance(result, Mapping)}
+
+
+def judge_field(result: Mapping[str, Any], name: str) -> Any:
+    """A judge's value for one field, or None when it failed to parse, skipped the field or lacks it."""
+    if result.get("parse_failed"):
+        return None
+    if name in (result.get("skipped") or ()):
+        return None
+    return result.get(name)
+
+
+def judge_failed(result: Mapping[str, Any]) -> bool:
+    return bool(result.get("parse_failed"))
+
+
+def gold_doc_ids(record: Mapping[str, Any]) -> list[str]:
+    return [str(d) for d in (record.get("gold_doc_ids") or [])]
+
+
+def ranked_doc_ids(record: Mapping[str, Any], stage: str) -> list[str]:
+    """Document ids of a stored ranked list in rank order: stage "retrieval" (`retrieved`) or "rerank"
+    (`reranked`, the list after reranking and the cut to rerank.k)."""
+    key = {"retrieval": "retrieved", "rerank": "reranked"}[stage]
+    return [str(p.get("doc_id")) for p in (record.get(key) or []) if isinstance(p, Mapping)]
+
+
+# -- run metrics (metrics.json) -------------------------------------------------------------------------------
+def stage_seconds(metrics: Mapping[str, Any], stage: str) -> float | None:
+    """Wall time the run spent in a stage (retrieve, rerank, generate, ...), summed over chunks."""
+    value = metrics.get(f"time/{stage}_s")
+    return float(value) if is_number(value) else None
+
+
+def stage_work(metrics: Mapping[str, Any], stage: str) -> tuple[int, int]:
+    """(questions the stage really computed, questions served from the stage cache) for retrieve / rerank."""
+    name = {"retrieve": "retrieval", "rerank": "rerank"}[stage]
+    return int(metrics.get(f"{name}_calls") or 0), int(metrics.get(f"{name}_cache_hits") or 0)
+
+
+@dataclass(frozen=True)
+class LLMUsage:
+    """What the generator's engine did in one run (judges are not counted: they ran after these metrics)."""
+
+    calls: int
+    cache_hits: int
+    prompt_tokens: int
+    completion_tokens: int
+    seconds: float
+
+    @classmethod
+    def from_metrics(cls, metrics: Mapping[str, Any]) -> LLMUsage:
+        return cls(calls=int(metrics.get("llm_calls") or 0), cache_hits=int(metrics.get("llm_cache_hits") or 0),
+                   prompt_tokens=int(metrics.get("prompt_tokens") or 0),
+                   completion_tokens=int(metrics.get("completion_tokens") or 0),
+                   seconds=float(metrics.get("llm_seconds") or 0.0))
+
+
+# -- runs and sweeps ------------------------------------------------------------------------------------------
+def _read_json(path: Path) -> dict[str, Any]:
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except json.JSONDecodeError as err:
+        raise DataError(f"{path}:{err.lineno}: malformed JSON ({err.msg})") from None
+
+
+@dataclass
+class RunData:
+    """One finished run (a sweep cell or a standalone run folder)."""
+
+    name: str
+    dir: Path
+    #: overridden key -> value on the command line (sweep cells), e.g. {"retriever": "bm25"}
+    values: dict[str, str] = field(default_factory=dict)
+    #: config group -> chosen option (Hydra's runtime choices), e.g. {"retriever": "bm25", "rerank": "none"}
+    choices: dict[str, str] = field(default_factory=dict)
+
+    @cached_property
+    def config(self) -> dict[str, Any]:
+        """The resolved config the run wrote (`config.json`), or {}."""
+        path = self.dir / "config.json"
+        return _read_json(path) if path.is_file() else {}
+
+    @cached_property
+    def metrics(self) -> dict[str, Any]:
+        path = self.dir / METRICS_FILE
+        return _read_json(path) if path.is_file() else {}
+
+    @cached_property
+    def records(self) -> list[dict[str, Any]]:
+        return read_jsonl(self.dir / ANSWERS_FILE)
+
+    def _component(self, group: str) -> str:
+        if group in self.choices:
+            return str(self.choices[group])
+        target = str((self.config.get(group) or {}).get("_target_", ""))
+        return target.rsplit(".", 1)[-1] or "?"
+
+    @property
+    def strategy(self) -> str:
+        """The generation strategy (simple, trustrag, ...)."""
+        if "generator" in self.choices:
+            return str(self.choices["generator"])
+        names = {record_strategy(r) for r in self.records[:1]}
+        return next(iter(names - {None}), self._component("generator"))
+
+    @property
+    def retriever(self) -> str:
+        return self._component("retriever")
+
+    @property
+    def reranker(self) -> str:
+        return self._component("rerank")
+
+    @property
+    def dataset(self) -> str:
+        return str((self.config.get("dataset") or {}).get("name") or self.choices.get("dataset") or "?")
+
+    def setting(self, key: str) -> Any:
+        """A dotted config value (`retriever.k`), or None."""
+        node: Any = self.config
+        for part in key.split("."):
+            if not isinstance(node, Mapping) or part not in node:
+                return None
+            node = node[part]
+        return node
+
+    @property
+    def n_questions(self) -> int:
+        value = self.metrics.get("n_questions")
+        return int(value) if is_number(value) else len(self.records)
+
+
+@dataclass
+class SweepData:
+    """The runs of a sweep folder that finished (metrics.json and answers.jsonl written)."""
+
+    dir: Path
+    runs: list[RunData]
+    #: keys whose value differs between runs, in command-line order
+    swept: list[str] = field(default_factory=list)
+    #: cells that exist but have not finished (name -> status), shown in the report
+    unfinished: dict[str, str] = field(default_factory=dict)
+
+    def label(self, run: RunData, lead: str | None = None, skip: Sequence[str] = ()) -> str:
+        """A short name for a run: `lead` first, then the other swept values that tell it apart."""
+        parts = [lead] if lead else []
+        parts += [f"{k}={run.values[k]}" for k in self.swept if k in run.values and k not in skip]
+        return " ".join(parts) or run.name
+
+    @cached_property
+    def agreement(self) -> list[dict[str, Any]]:
+        """Rows of the sweep's agreement.csv (numbers as floats, empty cells as NaN), or []."""
+        for path in (self.dir / AGREEMENT_FILE, self.dir / "agreement" / AGREEMENT_FILE):
+            if path.is_file():
+                return read_agreement(path)
+        return []
+
+    def latency_files(self) -> list[Path]:
+        return sorted(self.dir.glob(LATENCY_GLOB)) + sorted((self.dir / "report").glob(LATENCY_GLOB))
+
+    def input_files(self) -> list[Path]:
+        """Everything the report is computed from (for deciding whether a written report is up to date)."""
+        files = [p for r in self.runs for p in (r.dir / ANSWERS_FILE, r.dir / METRICS_FILE) if p.is_file()]
+        files += [p for p in (self.dir / AGREEMENT_FILE,) if p.is_file()]
+        return files + [p for p in self.dir.glob(LATENCY_GLOB)]
+
+
+def read_agreement(path: Path) -> list[dict[str, Any]]:
+    """agreement.csv rows: `eval_a`, `eval_b` and numeric columns (tau, CIs, counts); other text kept as is."""
+    with open(path, encoding="utf-8", newline="") as handle:
+        rows = list(csv.DictReader(handle))
+    out = []
+    for line_no, row in enumerate(rows, start=2):
+        if not row.get("eval_a") or not row.get("eval_b"):
+            raise DataError(f"{path}:{line_no}: agreement row without eval_a / eval_b")
+        parsed: dict[str, Any] = {}
+        for key, value in row.items():
+            if key in ("eval_a", "eval_b") or key is None:
+                parsed[key] = value
+                continue
+            try:
+                parsed[key] = float(value) if value not in ("", None) else math.nan
+            except ValueError:
+                parsed[key] = value
+        out.append(parsed)
+    return out
+
+
+def read_latency(path: Path) -> dict[str, Any]:
+    """A benchmarks/latency_at_k.py result: {"machine", "retrievers": {name: {...}}, "rerankers": {...}}."""
+    data = _read_json(path)
+    if not isinstance(data, Mapping) or not ({"retrievers", "rerankers"} & set(data)):
+        raise DataError(f"{path}: not a latency_at_k result (no 'retrievers' / 'rerankers')")
+    return dict(data)
+
+
+def _hydra_choices(run_dir: Path) -> dict[str, str]:
+    import yaml
+
+    path = run_dir / ".hydra" / "hydra.yaml"
+    if not path.is_file():
+        return {}
+    try:
+        hydra = (yaml.safe_load(path.read_text(encoding="utf-8")) or {}).get("hydra", {})
+    except yaml.YAMLError:
+        return {}
+    choices = (hydra.get("runtime") or {}).get("choices") or {}
+    return {str(k): str(v) for k, v in choices.items() if v is not None and not str(k).startswith("hydra/")}
+
+
+def load(path: str | Path) -> SweepData:
+    """Read a sweep folder, a run folder or a folder of runs; raise one clear error when there is nothing."""
+    from rag.sweep.cells import load_sweep
+
+    root = Path(path).expanduser().resolve()
+    if not root.is_dir():
+        raise DataError(f"{root}: no such folder (expected a sweep folder or a run folder)")
+    if (root / ANSWERS_FILE).is_file():
+        run = RunData(name=root.name, dir=root, choices=_hydra_choices(root))
+        return SweepData(dir=root, runs=[run] if (root / METRICS_FILE).is_file() else [])
+    sweep = load_sweep(root)
+    runs: list[RunData] = []
+    unfinished: dict[str, str] = {}
+    for cell in sweep.cells:
+        if cell.complete and (cell.dir / ANSWERS_FILE).is_file():
+            runs.append(RunData(name=cell.name, dir=cell.dir, values=cell.values, choices=_hydra_choices(cell.dir)))
+        else:
+            unfinished[cell.name] = "not started" if not cell.started else "incomplete"
+    swept = sweep.swept_keys
+    if not sweep.cells:  # not a Hydra sweep: any run folders below
+        for answers in sorted(root.rglob(ANSWERS_FILE)):
+            if (answers.parent / METRICS_FILE).is_file() and "report" not in answers.parts:
+                run_dir = answers.parent
+                runs.append(RunData(name=str(run_dir.relative_to(root)), dir=run_dir,
+                                    choices=_hydra_choices(run_dir)))
+    if not runs and not unfinished:
+        raise DataError(f"{root}: no finished runs found (no folder with {ANSWERS_FILE} and {METRICS_FILE})")
+    return SweepData(dir=root, runs=runs, swept=swept, unfinished=unfinished)
+
+
+def default_sweep_dir(output_dir: str | Path | None = None) -> Path:
+    """The latest sweep under `<output_dir>/multirun/<date>/<time>` (default $RAG_OUTPUT_DIR, else ./outputs of
+    the project), for notebooks opened without a sweep folder."""
+    import os
+
+    base = Path(output_dir or os.environ.get("RAG_OUTPUT_DIR") or Path(__file__).resolve().parents[2] / "outputs")
+    sweeps = sorted(p for p in (base / "multirun").glob("*/*") if p.is_dir())
+    if not sweeps:
+        raise DataError(f"no sweep folders under {base / 'multirun'}; set SWEEP_DIR in the parameters cell "
+                        f"(or RAG_OUTPUT_DIR)")
+    return sweeps[-1]
