@@ -2,8 +2,8 @@
 
 Each run writes into its Hydra output folder: the composed config, `answers.jsonl` and `metrics.json`.
 
-Before any work: a multirun checks all its cells (`rag.preflight` through `rag.sweep.sweeper`; nothing is
-launched when one fails), a run checks its own config and refuses a folder that holds answers of another config
+Before any work: a multirun checks all its cells (`rag.preflight`, run by the sweeper in
+`hydra_plugins/rag_sweep`; nothing is launched when one fails), a run checks its own config and refuses a folder that holds answers of another config
 (`rag.fingerprint`), and secrets passed as overrides are masked in logs, `.hydra/*.yaml`, `multirun.yaml` and
 sweep folder names (`rag.core.secrets`).
 """

@@ -1,7 +1,7 @@
 """Preflight: what can be checked from composed configs, checked before any cell is launched or run.
 
-A multirun's sweeper (`rag.sweep.sweeper.CheckedSweeper`) composes every cell's config as the launchers will
-and checks them all before any cell is launched or submitted: environment variables that configured
+A multirun's sweeper (`hydra_plugins.rag_sweep.sweeper.CheckedSweeper`) composes every cell's config as
+launchers will and checks them all before any cell is launched or submitted: environment variables that configured
 components declare (`required_env(node)` on the component's class), data files, model paths and packages,
 `rerank.k <= retriever.k` and `cache.retrieval_depth >= max k`. Each problem is one line; any problem ends the
 command with status 2 and nothing submitted. A single run checks its own config the same way, before any work.
@@ -58,7 +58,7 @@ def _component_class(target: str) -> Any:
 def _resolved(cfg: DictConfig) -> dict[str, Any]:
     """The task config resolved (Hydra's own node, present in a sweep cell's config, is left out)."""
     if "hydra" in cfg:
-        cfg = OmegaConf.masked_copy(cfg, [k for k in cfg.keys() if k != "hydra"])
+        cfg = OmegaConf.masked_copy(cfg, [k for k in cfg if k != "hydra"])
     return OmegaConf.to_container(cfg, resolve=True, throw_on_missing=False)  # type: ignore[return-value]
 
 

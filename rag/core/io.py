@@ -27,7 +27,8 @@ def open_text(path: str | Path) -> Iterator[Any]:
     """Open a text file, transparently un-gzipping `.gz` files. A truncated or corrupt gzip file, or bytes that
     are not UTF-8, end in one DataError naming the file (not an EOFError deep in a loader)."""
     path = Path(path)
-    handle = gzip.open(path, "rt", encoding="utf-8") if path.suffix == ".gz" else open(path, encoding="utf-8")
+    # the handle is closed by the `with` below; opened first so that a missing file raises as before
+    handle = gzip.open(path, "rt", encoding="utf-8") if path.suffix == ".gz" else open(path, encoding="utf-8")  # noqa: SIM115
     try:
         with handle:
             yield handle

@@ -44,7 +44,7 @@ class CheckedSweeper(BasicSweeper):
         if problems:
             for line in problems:
                 print(mask_text(line), file=sys.stderr)
-            print(f"preflight: {len(problems)} problem(s) found; no cell was launched", file=sys.stderr, flush=True)
+            print(f"Preflight found {len(problems)} problem(s); no cell was launched", file=sys.stderr, flush=True)
             sys.exit(2)
         return super().sweep(arguments)
 
