@@ -41,9 +41,10 @@ def _write(path: Path, docs: list[dict]) -> None:
 
 def test_same_size_edit_gets_a_new_index_and_new_retrieval(fineweb_gz, tmp_path):
     """A corpus edit that keeps the file's size (one word replaced by another of its length) must not reuse
-    the old index or retrieval file: the new word is found in the edited document."""
+    the old index or retrieval file: the new word is found, with a positive score, in the edited document (a
+    stale index does not know the word and scores every passage 0)."""
     docs = _docs(fineweb_gz, 30)
-    target = docs[-1]  # last: a stale index scoring the unknown word 0 everywhere would not rank it first
+    target = docs[-1]
     word = next(w for w in target["text"].split() if re.fullmatch(r"[a-z]{7}", w))
     new_word = "zqxjvkw"
     target["text"] = target["text"].replace(f" {word} ", f" {new_word} ", 1)
@@ -53,21 +54,21 @@ def test_same_size_edit_gets_a_new_index_and_new_retrieval(fineweb_gz, tmp_path)
     size = corpus_file.stat().st_size
     cache = tmp_path / "cache"
 
-    def top_hit(corpus: JsonlCorpus) -> tuple[str, str]:
+    def top_hit(corpus: JsonlCorpus) -> tuple[str, str, float]:
         retriever = BM25Retriever(k=3)
         retriever.prepare(corpus, cache)
         stage = StageCache(cache)
         [hits] = stage.retrieve(retriever, corpus.key, "q", ["q1"], [new_word], depth=3)
-        return hits[0].passage.doc_id, hits[0].passage.text
+        return hits[0].passage.doc_id, hits[0].passage.text, hits[0].score
 
     before = JsonlCorpus(str(corpus_file), hash_cache_dir=str(cache / "file_hashes"))
     top_hit(before)  # builds the index and the retrieval file of the original corpus
     _write(corpus_file, docs)
     assert corpus_file.stat().st_size == size  # the edit kept the size: the old key could not see it
     after = JsonlCorpus(str(corpus_file), hash_cache_dir=str(cache / "file_hashes"))
+    doc_id, text, score = top_hit(after)
+    assert score > 0 and doc_id == target["doc_id"] and new_word in text
     assert after.key != before.key
-    doc_id, text = top_hit(after)
-    assert doc_id == target["doc_id"] and new_word in text
 
 
 def test_content_hash_is_computed_once_per_file_version(tmp_path):
