@@ -164,7 +164,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     chosen = select(statuses, args.cells)
     busy = [s for s in statuses if s.state in ("pending", "running")]
     complete = sum(s.state == "complete" for s in statuses)
-    print(("DRY RUN: " if args.dry_run else "") + f"{len(chosen)} cell(s) to resubmit; {complete} complete, "
+    print(f"{len(chosen)} cell(s) to resubmit; {complete} complete, "
           f"{len(busy)} pending/running (left alone)")
     if not chosen:
         return 0

@@ -55,7 +55,7 @@ class OpenAICompatibleEngine(ConcurrentAPIEngine):
         self.extra_body = dict(extra_body or {})
         self._endpoint_ok = False
 
-    #: seconds between the endpoint checks' attempts (about 5 s in all before a run gives up)
+    #: waits before each attempt of the endpoint check (3 s in all, plus up to 2 s per attempt)
     ENDPOINT_CHECK_DELAYS = (0.0, 1.0, 2.0)
     ENDPOINT_CHECK_TIMEOUT_S = 2.0
 
