@@ -109,9 +109,9 @@ class WatchedSlurmLauncher(SlurmLauncher):
     def _run_end_callbacks(self) -> None:
         """Hydra runs `on_multirun_end` only after a fully successful sweep: run it here so the summary of
         the cells that did complete is written before the failure is reported."""
-        from hydra.core.callbacks import Callbacks
-
         try:
+            from hydra._internal.callbacks import Callbacks
+
             Callbacks(self.config).on_multirun_end(config=self.config, config_name=None)
         except Exception:  # noqa: BLE001 - the cells' results are on disk; never hide the sweep's failure
             log.exception("sweep callbacks failed")
