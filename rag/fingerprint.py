@@ -6,7 +6,9 @@ live, how runs are logged or launched, cache switches, flush sizes, judges). It 
 so a later run into the same folder can name the first keys that differ.
 
 `resume=auto` (default) resumes a folder whose fingerprint matches and refuses one that differs, before any
-index is built or model loaded; `resume=overwrite` moves the folder's old outputs away and starts afresh.
+index is built or model loaded; `resume=overwrite` moves the outputs of another (or an unknown) config away and
+starts afresh. A folder that already holds this very config's answers is resumed under both, so a job that is
+requeued with its command line (SLURM preemption, time limits) never discards its own work.
 """
 
 from __future__ import annotations
@@ -117,10 +119,14 @@ def check_run_dir(cfg: DictConfig, run_dir: str | Path) -> dict[str, Any]:
     if mode not in RESUME_MODES:
         raise ConfigError(f"resume={mode!r}: expected one of {', '.join(RESUME_MODES)}")
     current = fingerprint(cfg)
+    previous = _previous(run_dir) if has_outputs(run_dir) else None
     if mode == "overwrite":
-        clear_outputs(run_dir)
+        if previous is not None and previous.get("hash") == current["hash"]:
+            # a requeued or restarted job repeats its command line: its own answers are kept
+            log.info("resume=overwrite: %s already holds answers of this config; resuming them", run_dir)
+        else:
+            clear_outputs(run_dir)
     elif has_outputs(run_dir):
-        previous = _previous(run_dir)
         if previous is None:
             raise ConfigError(f"{run_dir} holds answers of a run without a fingerprint, so its config cannot be "
                               f"checked: run into a new folder, or pass resume=overwrite to start this one afresh")
