@@ -96,3 +96,40 @@ def test_resubmitted_cell_reruns_its_own_config_and_resumes(hotpot_data, tmp_pat
     logs = "".join(p.read_text() for p in (sweep / ".resubmit").glob("*.err")) + \
         "".join(p.read_text() for p in (sweep / ".resubmit").glob("*.out"))
     assert "1 answers already written, 0 to go" in logs, logs[-3000:]
+
+
+def test_check_run_dir_refuses_overwrites_and_resumes(tmp_path):
+    """The folder rules without a model: another config is refused, `resume=overwrite` clears only another
+    config's outputs (a requeued job with the same command line keeps its own), a legacy folder is judged by
+    its config.json."""
+    from omegaconf import OmegaConf
+
+    from rag.core.errors import ConfigError
+    from rag.fingerprint import check_run_dir
+
+    a = compose_config(["retriever.k=5"], tmp_path)
+    b = compose_config(["retriever.k=4"], tmp_path)
+    run_dir = tmp_path / "run"
+    check_run_dir(a, run_dir)
+    (run_dir / "answers.partial.jsonl").write_text('{"id": "q1"}\n')
+    with pytest.raises(ConfigError, match=r"retriever\.k \(5 -> 4\).*resume=overwrite"):
+        check_run_dir(b, run_dir)
+    assert (run_dir / "answers.partial.jsonl").is_file()
+    OmegaConf.update(a, "resume", "overwrite")
+    check_run_dir(a, run_dir)  # same config: resumed, not cleared
+    assert (run_dir / "answers.partial.jsonl").is_file()
+    OmegaConf.update(b, "resume", "overwrite")
+    check_run_dir(b, run_dir)
+    assert not (run_dir / "answers.partial.jsonl").exists() and not list(run_dir.glob(".replaced-*"))
+    assert json.loads((run_dir / FINGERPRINT_FILE).read_text())["config"]["retriever.k"] == 4
+
+    legacy = tmp_path / "legacy"
+    legacy.mkdir()
+    (legacy / "answers.jsonl").write_text('{"id": "q1"}\n')
+    with pytest.raises(ConfigError, match="without a fingerprint"):
+        check_run_dir(compose_config([], tmp_path), legacy)
+    (legacy / "config.json").write_text(json.dumps(OmegaConf.to_container(a, resolve=True)))
+    OmegaConf.update(a, "resume", "auto")
+    check_run_dir(a, legacy)  # its config.json matches: resumed
+    with pytest.raises(ConfigError):
+        check_run_dir(compose_config(["retriever.k=3"], tmp_path), legacy)
