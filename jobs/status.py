@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from jobs.scheduler import ACTIVE_STATES, SubmititJob, job_states, submitit_jobs, tail
+from rag.core.errors import DataError
 from rag.core.io import read_jsonl_tolerant
 from rag.sweep.cells import Cell, Sweep, load_sweep
 
@@ -63,7 +64,10 @@ def _answers(cell: Cell) -> int:
     plus journalled ones it does not hold yet."""
     kept = set()
     for path in (cell.dir / "answers.jsonl", cell.dir / "answers.partial.jsonl"):
-        kept.update(str(row.get("id")) for row in read_jsonl_tolerant(path) if isinstance(row, dict))
+        try:
+            kept.update(str(row.get("id")) for row in read_jsonl_tolerant(path) if isinstance(row, dict))
+        except DataError:  # a damaged file: the resume will say so; count what can be read
+            return max(len(kept), cell.journal_lines())
     return len(kept)
 
 
