@@ -80,8 +80,12 @@ def _flatten(obj: Any, prefix: str = "") -> dict[str, Any]:
 
 
 def differing_keys(old: dict[str, Any], new: dict[str, Any]) -> list[str]:
-    """Keys whose value differs (or that only one side has), sorted."""
-    return sorted(k for k in set(old) | set(new) if old.get(k, "<unset>") != new.get(k, "<unset>"))
+    """Keys whose value differs (or that only one side has): a component swapped for another is named once by
+    its `_target_` (its other keys are left out), then the other keys, sorted."""
+    keys = sorted(k for k in set(old) | set(new) if old.get(k, "<unset>") != new.get(k, "<unset>"))
+    targets = [k for k in keys if k.endswith("._target_") or k == "_target_"]
+    swapped = tuple(k[: -len("_target_")] for k in targets)
+    return targets + [k for k in keys if k not in targets and not (swapped and k.startswith(swapped))]
 
 
 def _describe(key: str, old: dict[str, Any], new: dict[str, Any]) -> str:
