@@ -4,7 +4,7 @@
 
 A cell is `complete` (metrics.json written), `pending` / `running` (its job is still queued or running),
 `failed` (started, or its job ended, without metrics.json; a partial journal is kept for the resume),
-`incomplete` (its job completed but metrics.json is gone, e.g. removed by hand) or `missing` (expected from the
+`incomplete` (its run wrote answers.jsonl but metrics.json is gone, e.g. removed by hand) or `missing` (expected from the
 sweep's overrides but never started). `answers` counts the answers a resume keeps (answers.jsonl, else the
 journal). For failed cells the tail of the job's
 stderr is shown (submitit's `*_log.err`, a resubmitted job's log, or the cell's Hydra log).
@@ -108,8 +108,8 @@ def sweep_status(sweep_dir: str | Path) -> tuple[Sweep, list[CellStatus]]:
             status.state = "complete"
         elif status.scheduler_state in ACTIVE_STATES or status.scheduler_state == "RUNNING":
             status.state = "pending" if status.scheduler_state == "PENDING" else "running"
-        elif status.scheduler_state == "COMPLETED" and cell.started:
-            status.state = "incomplete"  # the job ended well, yet metrics.json is missing (removed since?)
+        elif status.scheduler_state == "COMPLETED" and cell.started and (cell.dir / "answers.jsonl").is_file():
+            status.state = "incomplete"  # the run wrote its answers, yet metrics.json is missing (removed since?)
             status.error = (f"the job completed but {cell.dir / 'metrics.json'} is missing (removed after the "
                             f"run?); resubmitting reruns it and keeps its {status.answers} answers")
         elif cell.started or (job is not None and job.outcome == "error"):
@@ -133,6 +133,8 @@ def format_table(sweep: Sweep, statuses: Sequence[CellStatus], tail_lines: int =
     header = ["#", "state", "job", "metrics", "answers", *swept]
     rows = [[str(s.cell.num if s.cell.num is not None else "?"),
              s.state + (" (no metrics.json)" if s.state == "incomplete" else
+                        " (job ended without metrics.json)" if s.state == "failed"
+                        and s.scheduler_state == "COMPLETED" else
                         f" ({s.scheduler_state})" if s.scheduler_state and s.state not in ("complete",)
                         and s.scheduler_state.lower() != s.state else ""),
              s.job_id or "-", "yes" if s.cell.complete else "no", str(s.answers),
