@@ -30,7 +30,7 @@ from jobs.status import RESUBMIT_LOG, CellStatus, is_local_sweep, sweep_status
 from rag.sweep.cells import Sweep
 
 SBATCH_TEMPLATE = Path(__file__).resolve().parent / "single_run.sbatch"
-RESUBMIT_STATES = ("failed", "missing")
+RESUBMIT_STATES = ("failed", "missing", "incomplete")
 
 
 def select(statuses: Sequence[CellStatus], cells: Sequence[int] = ()) -> list[CellStatus]:
@@ -47,8 +47,12 @@ def quote_override_value(value: str) -> str:
 
 
 def run_command(status: CellStatus, python: str = sys.executable) -> list[str]:
-    """`python -m rag.main` with the cell's overrides, into the cell's own folder (the journal resumes there)."""
-    overrides = [o for o in status.cell.overrides if not o.startswith("hydra.run.dir=")]
+    """`python -m rag.main` with the cell's overrides, into the cell's own folder (the journal resumes there).
+
+    The cell's own config is rerun, so its fingerprint matches and the folder resumes; a `resume=` override
+    of the sweep is dropped (a resubmission never starts a cell afresh)."""
+    overrides = [o for o in status.cell.overrides
+                 if not o.startswith("hydra.run.dir=") and o.lstrip("+").split("=", 1)[0] != "resume"]
     return [python, "-m", "rag.main", *overrides, f"hydra.run.dir={quote_override_value(str(status.cell.dir))}"]
 
 
@@ -159,7 +163,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     sweep, statuses = sweep_status(args.sweep_dir)
     chosen = select(statuses, args.cells)
     busy = [s for s in statuses if s.state in ("pending", "running")]
-    print(f"{len(chosen)} cell(s) to resubmit; {sum(s.state == 'complete' for s in statuses)} complete, "
+    complete = sum(s.state == "complete" for s in statuses)
+    print(f"{len(chosen)} cell(s) to resubmit; {complete} complete, "
           f"{len(busy)} pending/running (left alone)")
     if not chosen:
         return 0
@@ -170,11 +175,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"cell {status.cell.num} ({status.state}, {status.answers} answers kept): {status.cell.name}")
         if launcher_kind == "slurm":
             job_id = submit_slurm(sweep, status, launcher, args.dry_run)
-            print(f"  submitted job {job_id}")
+            print("  dry run: nothing submitted" if args.dry_run else f"  submitted job {job_id}")
         else:
             outcome = run_local(sweep, status, launcher, args.dry_run)
             failures += outcome == "failed"
-            print(f"  {outcome}")
+            print("  dry run: nothing run" if args.dry_run else f"  {outcome}")
     return 1 if failures else 0
 
 

@@ -3,8 +3,10 @@
     python -m jobs.status SWEEP_DIR [--json] [--tail 20] [--check]
 
 A cell is `complete` (metrics.json written), `pending` / `running` (its job is still queued or running),
-`failed` (started, or its job ended, without metrics.json; a partial journal is kept for the resume) or
-`missing` (expected from the sweep's overrides but never started). For failed cells the tail of the job's
+`failed` (started, or its job ended, without metrics.json; a partial journal is kept for the resume),
+`incomplete` (its run wrote answers.jsonl but metrics.json is gone, e.g. removed by hand) or `missing` (expected from the
+sweep's overrides but never started). `answers` counts the answers a resume keeps (answers.jsonl, else the
+journal). For failed cells the tail of the job's
 stderr is shown (submitit's `*_log.err`, a resubmitted job's log, or the cell's Hydra log).
 `--check` exits 1 unless every cell is complete (for CI scripts).
 """
@@ -20,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from jobs.scheduler import ACTIVE_STATES, SubmititJob, job_states, submitit_jobs, tail
+from rag.core.errors import DataError
 from rag.core.io import read_jsonl_tolerant
 from rag.sweep.cells import Cell, Sweep, load_sweep
 
@@ -57,10 +60,15 @@ def resubmissions(sweep_dir: Path) -> dict[str, dict[str, Any]]:
 
 
 def _answers(cell: Cell) -> int:
-    if cell.complete and (cell.dir / "answers.jsonl").is_file():
-        with open(cell.dir / "answers.jsonl", "rb") as handle:
-            return sum(1 for _ in handle)
-    return cell.journal_lines()
+    """Answers a resume keeps: answers.jsonl (written at the end, also when metrics.json was removed since),
+    plus journalled ones it does not hold yet."""
+    kept = set()
+    for path in (cell.dir / "answers.jsonl", cell.dir / "answers.partial.jsonl"):
+        try:
+            kept.update(str(row.get("id")) for row in read_jsonl_tolerant(path) if isinstance(row, dict))
+        except DataError:  # a damaged file: the resume will say so; count what can be read
+            return max(len(kept), cell.journal_lines())
+    return len(kept)
 
 
 def sweep_status(sweep_dir: str | Path) -> tuple[Sweep, list[CellStatus]]:
@@ -100,6 +108,10 @@ def sweep_status(sweep_dir: str | Path) -> tuple[Sweep, list[CellStatus]]:
             status.state = "complete"
         elif status.scheduler_state in ACTIVE_STATES or status.scheduler_state == "RUNNING":
             status.state = "pending" if status.scheduler_state == "PENDING" else "running"
+        elif status.scheduler_state == "COMPLETED" and cell.started and (cell.dir / "answers.jsonl").is_file():
+            status.state = "incomplete"  # the run wrote its answers, yet metrics.json is missing (removed since?)
+            status.error = (f"the job completed but {cell.dir / 'metrics.json'} is missing (removed after the "
+                            f"run?); resubmitting reruns it and keeps its {status.answers} answers")
         elif cell.started or (job is not None and job.outcome == "error"):
             status.state = "failed"
         else:
@@ -120,7 +132,10 @@ def format_table(sweep: Sweep, statuses: Sequence[CellStatus], tail_lines: int =
     swept = sweep.swept_keys
     header = ["#", "state", "job", "metrics", "answers", *swept]
     rows = [[str(s.cell.num if s.cell.num is not None else "?"),
-             s.state + (f" ({s.scheduler_state})" if s.scheduler_state and s.state not in ("complete",)
+             s.state + (" (no metrics.json)" if s.state == "incomplete" else
+                        " (job ended without metrics.json)" if s.state == "failed"
+                        and s.scheduler_state == "COMPLETED" else
+                        f" ({s.scheduler_state})" if s.scheduler_state and s.state not in ("complete",)
                         and s.scheduler_state.lower() != s.state else ""),
              s.job_id or "-", "yes" if s.cell.complete else "no", str(s.answers),
              *(s.cell.values.get(k, "") for k in swept)] for s in statuses]
@@ -135,13 +150,15 @@ def format_table(sweep: Sweep, statuses: Sequence[CellStatus], tail_lines: int =
     lines.append("")
     lines.append(", ".join(f"{n} {state}" for state, n in sorted(counts.items())) or "no cells found")
     for s in statuses:
+        if s.state == "incomplete":
+            lines += ["", f"--- cell {s.cell.num} incomplete: {s.cell.name}", f"    {s.error}"]
         if s.state != "failed":
             continue
         lines += ["", f"--- cell {s.cell.num} failed: {s.cell.name}",
                   f"    job {s.job_id or '-'}; log {s.stderr or '-'}; {s.answers} answers kept for the resume"]
         lines += ["    " + line for line in "\n".join(s.error.splitlines()[-tail_lines:]).splitlines()]
-    if any(s.state in ("failed", "missing") for s in statuses):
-        lines += ["", f"Resubmit failed/missing cells: python -m jobs.resubmit {sweep.dir}"]
+    if any(s.state in ("failed", "missing", "incomplete") for s in statuses):
+        lines += ["", f"Resubmit failed/missing/incomplete cells: python -m jobs.resubmit {sweep.dir}"]
     return "\n".join(lines)
 
 

@@ -1,6 +1,11 @@
 """Entry point: `python -m rag.main [overrides]`, or `-m` for a Hydra multirun (sweep).
 
 Each run writes into its Hydra output folder: the composed config, `answers.jsonl` and `metrics.json`.
+
+Before any work: a multirun checks all its cells (`rag.preflight`, run by the sweeper in
+`hydra_plugins/rag_sweep`; nothing is launched when one fails), a run checks its own config and refuses a folder that holds answers of another config
+(`rag.fingerprint`), and secrets passed as overrides are masked in logs, `.hydra/*.yaml`, `multirun.yaml` and
+sweep folder names (`rag.core.secrets`).
 """
 
 from __future__ import annotations
@@ -18,13 +23,43 @@ from hydra.utils import instantiate
 from omegaconf import DictConfig, OmegaConf
 
 from rag.core.errors import ConfigError, DataError, MissingDataError, ServiceError
+from rag.core.secrets import (
+    add_known_secrets,
+    install_log_masking,
+    mask_file,
+    mask_text,
+    register_resolver,
+    secrets_in_overrides,
+)
+from rag.fingerprint import check_run_dir
 from rag.pipeline import Pipeline, format_metrics_table
+from rag.preflight import check_config
 from rag.sweep.cells import sweep_group
 
 log = logging.getLogger(__name__)
 
 #: errors whose message already says what is wrong and where: printed as one line, exit status 2
-CLEAR_ERRORS = (DataError, MissingDataError, ServiceError, ConfigError, FileNotFoundError)
+CLEAR_ERRORS = (DataError, MissingDataError, ServiceError, ConfigError, FileNotFoundError, PermissionError)
+
+# secrets given on the command line are masked in every log line and in `${rag.mask:...}` folder names
+install_log_masking()
+register_resolver()
+add_known_secrets(secrets_in_overrides(sys.argv[1:]))
+
+
+class PreflightError(ConfigError):
+    """Problems found in a config before any work; one line each."""
+
+    def __init__(self, problems: list[str]):
+        super().__init__("\n".join(problems))
+        self.problems = problems
+
+
+def _one_line(err: BaseException) -> str:
+    if isinstance(err, PermissionError):
+        return (f"PermissionError: permission denied: {err.filename or err} (a shared cache or output folder "
+                f"needs group write access: umask 002 and a group-writable folder)")
+    return f"{type(err).__name__}: {err}"
 
 
 def run(cfg: DictConfig, run_dir: Path, name: str | None = None, group: str | None = None,
@@ -32,6 +67,10 @@ def run(cfg: DictConfig, run_dir: Path, name: str | None = None, group: str | No
     """Run the pipeline for one composed config and log it (also used by tests and the sweep launcher)."""
     os.environ.setdefault("HF_HUB_OFFLINE", "1")  # never download a model silently
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+    problems = check_config(cfg)
+    if problems:
+        raise PreflightError(problems)
+    check_run_dir(cfg, run_dir)  # before any index is built or model loaded
     pipeline = Pipeline(cfg)
     try:
         metrics = pipeline.run(run_dir)
@@ -48,15 +87,31 @@ def run(cfg: DictConfig, run_dir: Path, name: str | None = None, group: str | No
 def _sweep_identity() -> tuple[str, str | None, list[str]]:
     """Run name, sweep group and tags (one per overridden value) from Hydra's runtime."""
     hc = HydraConfig.get()
-    overrides = [o for o in hc.overrides.task if not o.startswith(("paths.", "hydra."))]
-    name = hc.job.override_dirname or hc.job.name
+    overrides = [mask_text(o) for o in hc.overrides.task if not o.startswith(("paths.", "hydra."))]
+    name = mask_text(hc.job.override_dirname) or hc.job.name
     group = sweep_group(hc.sweep.dir) if hc.mode.name == "MULTIRUN" else None
     return name, group, overrides
+
+
+def _mask_hydra_files(run_dir: Path) -> None:
+    """Hydra wrote the overrides (secrets included) into `.hydra/*.yaml` and `multirun.yaml`: mask them."""
+    hc = HydraConfig.get()
+    known = secrets_in_overrides(hc.overrides.task)
+    add_known_secrets(known)
+    files = list((run_dir / ".hydra").glob("*.yaml"))
+    if hc.mode.name == "MULTIRUN":
+        files.append(Path(hc.sweep.dir) / "multirun.yaml")
+    for path in files:
+        try:
+            mask_file(path, known)
+        except OSError as err:
+            log.warning("cannot mask secrets in %s: %s", path, err)
 
 
 @hydra.main(version_base="1.3", config_path="../conf", config_name="config")
 def main(cfg: DictConfig) -> float | None:
     run_dir = Path(HydraConfig.get().runtime.output_dir)
+    _mask_hydra_files(run_dir)
     name, group, tags = _sweep_identity()
     try:
         try:
@@ -65,7 +120,8 @@ def main(cfg: DictConfig) -> float | None:
             raise (err.__cause__ if isinstance(err.__cause__, CLEAR_ERRORS) else err) from None
     except CLEAR_ERRORS as err:
         # bad input or an unreachable service: one clear message, no stack trace (nothing half-written)
-        log.error("%s: %s", type(err).__name__, err)
+        for line in (err.problems if isinstance(err, PreflightError) else [_one_line(err)]):
+            log.error("%s", line)
         if HydraConfig.get().mode.name == "MULTIRUN" or "SUBMITIT_EXECUTOR" in os.environ:
             raise  # launchers record a failed cell from the exception; SystemExit would leave no result
         sys.exit(2)

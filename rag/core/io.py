@@ -1,7 +1,9 @@
 """File helpers shared by every stage: atomic writes, JSONL with line-numbered errors, resumable appends.
 
 Every output is written to a temporary file in the same folder and renamed into place, so a crash or a
-concurrent job never leaves a half-written file where a reader expects a complete one.
+concurrent job never leaves a half-written file where a reader expects a complete one. Written files and
+folders get the modes the process umask allows (0666 / 0777 less the umask, as `open` and `mkdir` would), so a
+group-shared cache works with `umask 002`; temporary files alone would be private (0600 / 0700).
 """
 
 from __future__ import annotations
@@ -11,6 +13,8 @@ import gzip
 import json
 import os
 import tempfile
+import threading
+import zlib
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
@@ -18,12 +22,47 @@ from typing import Any
 from rag.core.errors import DataError
 
 
-def open_text(path: str | Path):
-    """Open a text file, transparently un-gzipping `.gz` files."""
+@contextlib.contextmanager
+def open_text(path: str | Path) -> Iterator[Any]:
+    """Open a text file, transparently un-gzipping `.gz` files. A truncated or corrupt gzip file, or bytes that
+    are not UTF-8, end in one DataError naming the file (not an EOFError deep in a loader)."""
     path = Path(path)
-    if path.suffix == ".gz":
-        return gzip.open(path, "rt", encoding="utf-8")
-    return open(path, encoding="utf-8")
+    # the handle is closed by the `with` below; opened first so that a missing file raises as before
+    handle = gzip.open(path, "rt", encoding="utf-8") if path.suffix == ".gz" else open(path, encoding="utf-8")  # noqa: SIM115
+    try:
+        with handle:
+            yield handle
+    except (EOFError, gzip.BadGzipFile, zlib.error) as err:
+        raise DataError(f"{path}: truncated or corrupt gzip file ({err or type(err).__name__}); "
+                        f"copy or download it again") from None
+    except UnicodeDecodeError as err:
+        raise DataError(f"{path}: not UTF-8 text ({err.reason} at byte {err.start})") from None
+
+
+_UMASK: int | None = None
+_UMASK_LOCK = threading.Lock()
+
+
+def process_umask() -> int:
+    """The process umask (read once: reading it means setting it, which is not thread-safe)."""
+    global _UMASK
+    with _UMASK_LOCK:
+        if _UMASK is None:
+            _UMASK = os.umask(0o022)
+            os.umask(_UMASK)
+    return _UMASK
+
+
+def shared_mode(directory: bool = False) -> int:
+    """The mode `open`/`mkdir` would give a new file/folder: 0666/0777 less the umask."""
+    return (0o777 if directory else 0o666) & ~process_umask()
+
+
+def make_temp_dir(parent: str | Path, prefix: str) -> Path:
+    """`mkdtemp` (0700) widened to the umask's folder mode, so the renamed folder is shared like any other."""
+    tmp = Path(tempfile.mkdtemp(dir=parent, prefix=prefix))
+    os.chmod(tmp, shared_mode(directory=True))
+    return tmp
 
 
 def atomic_write_text(path: str | Path, text: str) -> None:
@@ -32,6 +71,7 @@ def atomic_write_text(path: str | Path, text: str) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
+        os.fchmod(fd, shared_mode())  # mkstemp makes 0600: give the file the mode `open` would
         with os.fdopen(fd, "w", encoding="utf-8") as handle:
             handle.write(text)
             handle.flush()

@@ -1,24 +1,63 @@
 """Corpora: documents read from the dataset's files and chunked into passages, each mapped to its document.
 
 LiveRAG's indexes split every FineWeb document into passages of at most 512 words without overlap; that is
-the default here and both are configurable. A corpus has a `key` naming its file and chunking, which names
-the index caches built on it.
+the default here and both are configurable. A corpus has a `key` naming its content and chunking, which names
+the index, retrieval and rerank caches built on it: the content is a streaming sha256 of the file, itself
+cached in a small sidecar keyed by the file's resolved path, size and modification time, so an edit that
+keeps the file's size still gets new caches, and a large corpus is hashed once, not once per run.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
+import logging
+import os
 from abc import ABC, abstractmethod
 from collections.abc import Iterator
 from functools import cached_property
 from pathlib import Path
 
 from rag.core.errors import DataError
-from rag.core.hashing import slug
-from rag.core.io import iter_jsonl_numbered, open_text
+from rag.core.hashing import slug, stable_hash
+from rag.core.io import atomic_write_json, iter_jsonl_numbered, open_text
 from rag.data.ids import paragraph_doc_id
 from rag.data.paths import resolve_data_file
 from rag.records import Passage
+
+log = logging.getLogger(__name__)
+
+
+def _default_hash_cache() -> Path:
+    root = os.environ.get("RAG_CACHE_DIR") or os.path.join(os.environ.get("XDG_CACHE_HOME", "~/.cache"), "rag")
+    return Path(root).expanduser() / "file_hashes"
+
+
+def file_sha256(path: str | Path, cache_dir: str | Path | None = None) -> str:
+    """sha256 of a file's bytes, read in 1 MiB blocks; remembered per (resolved path, size, mtime_ns) in a
+    sidecar JSON under `cache_dir` (default `$RAG_CACHE_DIR/file_hashes`), so an unchanged file is hashed once.
+    A sidecar that cannot be written (read-only cache) only costs a rehash next time."""
+    path = Path(path).resolve()
+    stat = path.stat()
+    ident = {"path": str(path), "size": stat.st_size, "mtime_ns": stat.st_mtime_ns}
+    sidecar = Path(cache_dir).expanduser() if cache_dir else _default_hash_cache()
+    sidecar = sidecar / f"{slug(path.name)}-{stable_hash(ident, length=16)}.json"
+    try:
+        known = json.loads(sidecar.read_text(encoding="utf-8"))
+        if {k: known.get(k) for k in ident} == ident and isinstance(known.get("sha256"), str):
+            return known["sha256"]
+    except (OSError, json.JSONDecodeError):
+        pass
+    digest = hashlib.sha256()
+    with open(path, "rb") as handle:
+        for block in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(block)
+    ident["sha256"] = digest.hexdigest()
+    try:
+        atomic_write_json(sidecar, ident)
+    except OSError as err:
+        log.debug("cannot remember the hash of %s in %s: %s", path, sidecar, err)
+    return ident["sha256"]
 
 
 def chunk_words(text: str, max_words: int, overlap: int = 0) -> list[str]:
@@ -36,21 +75,28 @@ def chunk_words(text: str, max_words: int, overlap: int = 0) -> list[str]:
 
 class Corpus(ABC):
     def __init__(self, path: str, data_dir: str | None = None, chunk_words: int = 512, overlap_words: int = 0,
-                 name: str | None = None):
+                 name: str | None = None, hash_cache_dir: str | None = None):
         self.path = path
         self.data_dir = data_dir
         self.chunk_words = chunk_words
         self.overlap_words = overlap_words
         self.name = name or Path(path).name.split(".")[0]
+        #: where the file's content hash is remembered (default: $RAG_CACHE_DIR/file_hashes)
+        self.hash_cache_dir = hash_cache_dir
+        #: documents skipped because their text was empty or null (counted when passages are built)
+        self.empty_documents = 0
 
     def file(self) -> Path:
         return resolve_data_file(self.path, self.data_dir, f"{type(self).__name__} corpus")
 
+    @cached_property
+    def content_hash(self) -> str:
+        return file_sha256(self.file(), self.hash_cache_dir)
+
     @property
     def key(self) -> str:
-        """Readable cache name: corpus file, its size (a cheap fingerprint), chunking."""
-        size = self.file().stat().st_size
-        return slug(f"{self.name}-{size}b-{self.chunk_words}w{self.overlap_words}o")
+        """Readable cache name: corpus name, the sha256 of its file (first 16 hex digits), chunking."""
+        return slug(f"{self.name}-{self.content_hash[:16]}-{self.chunk_words}w{self.overlap_words}o")
 
     @abstractmethod
     def documents(self) -> Iterator[tuple[str, str, str]]:
@@ -59,9 +105,17 @@ class Corpus(ABC):
     @cached_property
     def passages(self) -> list[Passage]:
         out: list[Passage] = []
+        empty: list[str] = []
         for doc_id, title, text in self.documents():
-            for i, chunk in enumerate(chunk_words(text, self.chunk_words, self.overlap_words)):
+            chunks = chunk_words(text or "", self.chunk_words, self.overlap_words)
+            if not chunks:
+                empty.append(doc_id)
+            for i, chunk in enumerate(chunks):
                 out.append(Passage(passage_id=f"{doc_id}#p{i}", doc_id=doc_id, text=chunk, title=title))
+        self.empty_documents = len(empty)
+        if empty:
+            log.warning("%s: %d document(s) with empty or null text skipped (e.g. %s)", self.file(), len(empty),
+                        ", ".join(repr(d) for d in empty[:3]))
         if not out:
             raise DataError(f"{self.file()}: corpus has no passages")
         return out
@@ -76,8 +130,8 @@ class JsonlCorpus(Corpus):
 
     def __init__(self, path: str, data_dir: str | None = None, chunk_words: int = 512, overlap_words: int = 0,
                  name: str | None = None, id_field: str = "doc_id", text_field: str = "text",
-                 title_field: str | None = None):
-        super().__init__(path, data_dir, chunk_words, overlap_words, name)
+                 title_field: str | None = None, hash_cache_dir: str | None = None):
+        super().__init__(path, data_dir, chunk_words, overlap_words, name, hash_cache_dir)
         self.id_field, self.text_field, self.title_field = id_field, text_field, title_field
 
     def documents(self) -> Iterator[tuple[str, str, str]]:

@@ -57,6 +57,11 @@ class AnthropicEngine(ConcurrentAPIEngine):
         self.timeout_s, self.max_retries = timeout_s, max_retries
         self.backoff_initial_s, self.backoff_max_s = backoff_initial_s, backoff_max_s
 
+    @staticmethod
+    def required_env(node: dict) -> list[str]:
+        """Environment variables a run needs (checked by `rag.preflight` before any cell is launched)."""
+        return [node.get("api_key_env") or "ANTHROPIC_API_KEY"]
+
     def __repr__(self) -> str:
         return f"AnthropicEngine(model={self.model!r}, base_url={self.base_url!r}, concurrency={self.concurrency})"
 

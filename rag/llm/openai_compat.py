@@ -11,9 +11,14 @@ from __future__ import annotations
 import json
 import logging
 import os
+import time
+from collections.abc import Sequence
 from typing import Any
+from urllib.parse import urlsplit
 
+from rag.core.errors import ServiceError
 from rag.core.retry import call_with_retries
+from rag.core.secrets import mask_url
 from rag.llm.base import Completion, LLMRequest
 from rag.llm.cache import ResponseCache
 from rag.llm.hosted import ConcurrentAPIEngine
@@ -48,6 +53,45 @@ class OpenAICompatibleEngine(ConcurrentAPIEngine):
         self.timeout_s = timeout_s
         self.max_retries = max_retries
         self.extra_body = dict(extra_body or {})
+        self._endpoint_ok = False
+
+    #: waits before each attempt of the endpoint check (3 s in all, plus up to 2 s per attempt)
+    ENDPOINT_CHECK_DELAYS = (0.0, 1.0, 2.0)
+    ENDPOINT_CHECK_TIMEOUT_S = 2.0
+
+    @staticmethod
+    def required_env(node: dict) -> list[str]:
+        """The key variable, for endpoints that are not on this machine (local servers accept any key)."""
+        host = urlsplit(str(node.get("base_url") or "")).hostname or ""
+        local = host in ("localhost", "127.0.0.1", "::1", "0.0.0.0")
+        return [node["api_key_env"]] if node.get("api_key_env") and not local else []
+
+    def check_endpoint(self) -> None:
+        """One GET of `<base_url>/models`, retried briefly: an unreachable endpoint fails in seconds with one
+        line naming it, instead of after the per-request retries of the first batch. Any HTTP answer (even
+        401 or 404) proves the server is there; the requests themselves report what it refuses."""
+        import httpx
+
+        url = self.base_url.rstrip("/") + "/models"
+        key = os.environ.get(self.api_key_env, "") if self.api_key_env else ""
+        headers = {"Authorization": f"Bearer {key}"} if key else {}
+        reason = ""
+        for delay in self.ENDPOINT_CHECK_DELAYS:
+            time.sleep(delay)
+            try:
+                httpx.get(url, headers=headers, timeout=self.ENDPOINT_CHECK_TIMEOUT_S)
+                self._endpoint_ok = True
+                return
+            except httpx.HTTPError as err:
+                reason = f"{type(err).__name__}: {err}".splitlines()[0]
+        raise ServiceError(f"llm: the OpenAI-compatible endpoint {mask_url(self.base_url)} cannot be reached "
+                           f"({reason}; {len(self.ENDPOINT_CHECK_DELAYS)} attempts); start the server or "
+                           f"correct llm.base_url")
+
+    def _generate(self, requests: Sequence[LLMRequest], desc: str) -> list[Completion]:
+        if not self._endpoint_ok:
+            self.check_endpoint()
+        return super()._generate(requests, desc)
 
     def signature(self) -> dict[str, Any]:
         """The endpoint decides which model answers (a local server may serve any file under any name)."""

@@ -8,9 +8,9 @@ it afterwards; remote retrievers (Pinecone, OpenSearch) carry passage text in th
 from __future__ import annotations
 
 import contextlib
+import logging
 import os
 import shutil
-import tempfile
 from abc import ABC, abstractmethod
 from collections.abc import Callable
 from pathlib import Path
@@ -18,8 +18,13 @@ from typing import Any
 
 from filelock import FileLock
 
+from rag.core.io import make_temp_dir
 from rag.data.corpus import Corpus
 from rag.records import Passage, ScoredPassage
+
+log = logging.getLogger(__name__)
+#: temporary build folders are `.<index name>.building-<random>` next to the index
+BUILDING = ".building-"
 
 
 class Retriever(ABC):
@@ -82,12 +87,23 @@ class RemoteRetriever(Retriever):
 
 
 def build_once(index_dir: Path, build: Callable[[Path], None]) -> Path:
-    """Build an index folder exactly once, even with concurrent jobs: lock, build in a temp dir, rename."""
+    """Build an index folder exactly once, even with concurrent jobs: lock, build in a temp dir, rename.
+
+    A complete index is used without the lock (it is only ever replaced whole), so a read-only shared cache
+    works. Temporary folders left by a build that was killed are removed by the next build of that index.
+    """
+    if (index_dir / "COMPLETE").exists():
+        return index_dir
     index_dir.parent.mkdir(parents=True, exist_ok=True)
     with FileLock(str(index_dir) + ".lock"):
         if (index_dir / "COMPLETE").exists():
             return index_dir
-        tmp = Path(tempfile.mkdtemp(dir=index_dir.parent, prefix=f".{index_dir.name}."))
+        # a killed build's leftovers: under the lock no other build of this index is running
+        for stale in index_dir.parent.glob(f".{index_dir.name}{BUILDING}*"):
+            if stale.is_dir():
+                log.warning("removing %s left by an index build that did not finish", stale)
+                shutil.rmtree(stale, ignore_errors=True)
+        tmp = make_temp_dir(index_dir.parent, prefix=f".{index_dir.name}{BUILDING}")
         try:
             build(tmp)
             (tmp / "COMPLETE").write_text("ok\n")

@@ -82,6 +82,14 @@ class OpenSearchRetriever(RemoteRetriever):
         self._client = None
         self._url = ""
 
+    @staticmethod
+    def required_env(node: dict) -> list[str]:
+        """Environment variables a run needs (checked by `rag.preflight` before any cell is launched)."""
+        names = [] if node.get("host") else [node.get("host_env") or "OPENSEARCH_HOST"]
+        if node.get("access") == "basic":
+            names += [node.get("user_env") or "OPENSEARCH_USER", node.get("password_env") or "OPENSEARCH_PASSWORD"]
+        return names
+
     def __repr__(self) -> str:
         return f"OpenSearchRetriever(index_name={self.index_name!r}, access={self.access!r})"
 

@@ -82,6 +82,11 @@ class PineconeRetriever(RemoteRetriever):
         self._index = None
         self._warned_doc_id = False
 
+    @staticmethod
+    def required_env(node: dict) -> list[str]:
+        """Environment variables a run needs (checked by `rag.preflight` before any cell is launched)."""
+        return [node.get("api_key_env") or "PINECONE_API_KEY"]
+
     def __repr__(self) -> str:
         return (f"PineconeRetriever(index_name={self.index_name!r}, namespace={self.namespace!r}, "
                 f"embedder={self.embedder.name!r})")

@@ -177,10 +177,14 @@ def override_dirname(overrides: list[str], master: dict[str, Any]) -> str:
 
 
 def _subdir(num: int, overrides: list[str], master: dict[str, Any]) -> str:
+    from rag.core.secrets import mask_text
+
     pattern = str(master.get("hydra", {}).get("sweep", {}).get("subdir", "${hydra.job.num}"))
+    dirname = override_dirname(overrides, master)
     name = pattern.replace("${hydra.job.num}", str(num)).replace(
-        "${hydra.job.override_dirname}", override_dirname(overrides, master))
-    return name if "${" not in name else f"{num}_{override_dirname(overrides, master)}"
+        "${rag.mask:${hydra.job.override_dirname}}", mask_text(dirname)).replace(
+        "${hydra.job.override_dirname}", dirname)
+    return name if "${" not in name else f"{num}_{mask_text(dirname)}"
 
 
 def load_sweep(sweep_dir: str | Path) -> Sweep:

@@ -9,6 +9,7 @@ import pytest
 
 from rag.core.io import read_jsonl
 from rag.data.questions import HotpotQAQuestions
+from rag.fingerprint import fingerprint
 from rag.main import run
 from tests.conftest import compose_config
 
@@ -79,6 +80,8 @@ def test_resume_skips_answers_already_journalled(data_dir, shared_cache, tmp_pat
     done = {"id": ids[1], "question": "q", "answer": "kept", "passages": [], "final_prompt": "", "hop": "multi",
             "scores": {}, "parse_failed": False}
     (run_dir / "answers.partial.jsonl").write_text(json.dumps(done) + "\n" + '{"id": "torn')
+    # ... and, like every run since issue 9, the fingerprint of its config, written before any work
+    (run_dir / "fingerprint.json").write_text(json.dumps(fingerprint(cfg)))
     metrics = run(cfg, run_dir)
     records = read_jsonl(run_dir / "answers.jsonl")
     assert [r["id"] for r in records] == ids

