@@ -7,18 +7,27 @@ BIN := $(VENV)/bin
 export RAG_DATA_DIR ?= $(abspath ../shared/data)
 export HF_HUB_OFFLINE := 1
 EXTRAS ?= cpu,services,dev
-STAMP := $(VENV)/.installed-$(shell cat setup.cfg constraints/cpu.txt | sha1sum | cut -c1-12)
+# llama.cpp's default (native) build enables AMX kernels on Xeons that report AMX, and those kernels crash there
+# (segmentation fault in ggml_backend_amx_mul_mat on our 2-core VMs). Build a portable AVX2 wheel instead, once
+# per machine, into a wheel folder named by these flags (pip's own cache would hand back a native build).
+LLAMA_CMAKE_ARGS ?= -DGGML_NATIVE=OFF -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON -DGGML_BMI2=ON
+LLAMA_VERSION := $(shell sed -n 's/^llama-cpp-python==//p' constraints/cpu.txt)
+WHEEL_DIR ?= $(HOME)/.cache/rag-toolkit/wheels/llama-cpp-python-$(LLAMA_VERSION)-$(shell echo '$(LLAMA_CMAKE_ARGS)' | sha1sum | cut -c1-10)
+STAMP := $(VENV)/.installed-$(shell cat setup.cfg constraints/cpu.txt Makefile | sha1sum | cut -c1-12)
 
 .PHONY: setup demo test test-fast lint sweep-demo bench clean
 
 setup: $(STAMP)
 
-$(STAMP): setup.cfg constraints/cpu.txt
+$(STAMP): setup.cfg constraints/cpu.txt Makefile
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade pip wheel setuptools
 	# torch first, pinned: the local CPU build (plain `torch` would download gigabytes of CUDA)
 	$(BIN)/pip install -q torch==2.13.0
-	# llama-cpp-python compiles from source once (about 5-20 minutes on 2 cores), then pip's cache reuses it
+	# llama-cpp-python compiles from source once per machine (about 10-20 minutes on 2 cores), see LLAMA_CMAKE_ARGS
+	ls $(WHEEL_DIR)/llama_cpp_python-*.whl >/dev/null 2>&1 || CMAKE_ARGS="$(LLAMA_CMAKE_ARGS)" \
+	  $(BIN)/pip wheel -q --no-deps --no-cache-dir -w $(WHEEL_DIR) llama-cpp-python==$(LLAMA_VERSION)
+	$(BIN)/pip install -q --no-deps --force-reinstall $(WHEEL_DIR)/llama_cpp_python-$(LLAMA_VERSION)-*.whl
 	$(BIN)/pip install -q -c constraints/cpu.txt -e ".[$(EXTRAS)]"
 	touch $(STAMP)
 
