@@ -8,6 +8,7 @@ rendered prompt and sampling parameters, so sweeps and reruns pay only for new w
 
 from __future__ import annotations
 
+import threading
 import time
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
@@ -59,9 +60,14 @@ class Completion:
 
 @dataclass
 class Usage:
-    """What an engine really did in this process (cache hits are counted apart)."""
+    """What an engine really did in this process (cache hits are counted apart).
+
+    `retries` counts extra attempts of remote requests (timeouts, rate limits, server errors): a retried
+    request was work for the backend, and its seconds are in `seconds` too.
+    """
 
     calls: int = 0
+    retries: int = 0
     cache_hits: int = 0
     prompt_tokens: int = 0
     completion_tokens: int = 0
@@ -75,16 +81,16 @@ class LLMEngine(ABC):
     """Base class: caching, usage accounting and prompt rendering; subclasses implement `_generate`."""
 
     def __init__(self, model: str, chat_format: str = "auto", cache: ResponseCache | None = None,
-                 default_params: dict[str, Any] | None = None, supports_json_schema: bool = False):
+                 supports_json_schema: bool = False):
         self.model = model
         #: "plain" renders messages as text with stop sequences (base models); "chat" uses the model's template
         self.chat_format = chat_format
         self.cache = cache
-        self.default_params = SamplingParams(**{k: (tuple(v) if k == "stop" else v)
-                                                for k, v in (default_params or {}).items()})
+        # sampling settings belong to the caller (generator, judge, reranker config), never to the engine
         self.supports_json_schema = supports_json_schema
         self.usage = Usage()
         self._plain = PlainTextRenderer()
+        self._usage_lock = threading.Lock()
 
     # -- public API -------------------------------------------------------------------------------------------
     def generate(self, requests: Sequence[LLMRequest], desc: str = "generate") -> list[Completion]:
@@ -113,6 +119,12 @@ class LLMEngine(ABC):
                 if self.cache:
                     self.cache.put(self._cache_key(prepared[i]), completion.to_dict())
         return [r for r in results if r is not None]
+
+    def count_attempt(self, attempt: int) -> None:
+        """`on_attempt` hook for `rag.core.retry.call_with_retries`: every attempt after the first is work."""
+        if attempt > 1:
+            with self._usage_lock:
+                self.usage.retries += 1
 
     def render(self, request: LLMRequest) -> str:
         """The prompt text as the model sees it (stored as `final_prompt`)."""

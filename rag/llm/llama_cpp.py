@@ -47,11 +47,10 @@ class LlamaCppEngine(LLMEngine):
     def __init__(self, model_path: str | None = None, model_package: str | None = None,
                  model_name: str | None = None, n_ctx: int = 8192, n_threads: int | None = None,
                  n_batch: int = 512, chat_format: str = "auto", seed: int = 0,
-                 repeat_penalty: float = 1.0, cache: ResponseCache | None = None,
-                 default_params: dict[str, Any] | None = None, verbose: bool = False):
+                 repeat_penalty: float = 1.0, cache: ResponseCache | None = None, verbose: bool = False):
         self.model_file = resolve_model_file(model_path, model_package)
         super().__init__(model=model_name or self.model_file.stem, chat_format=chat_format, cache=cache,
-                         default_params=default_params, supports_json_schema=True)
+                         supports_json_schema=True)
         self.n_ctx, self.n_threads, self.n_batch, self.seed, self.verbose = n_ctx, n_threads, n_batch, seed, verbose
         #: small base models loop without it; 1.0 disables (llama.cpp's neutral value)
         self.repeat_penalty = repeat_penalty
