@@ -19,16 +19,17 @@ from typing import Any
 from hydra.utils import instantiate
 from omegaconf import DictConfig, OmegaConf
 
-from rag.core.io import JsonlJournal, atomic_write_json, atomic_write_jsonl, read_jsonl
+from rag.core.io import JsonlJournal, atomic_write_json, atomic_write_jsonl
 from rag.core.secrets import redact
 from rag.data.dataset import Dataset
 from rag.generate.base import GenerationContext, GenerationInput, GenerationResult, Generator
 from rag.llm.base import LLMEngine
-from rag.llm.cache import ResponseCache
+from rag.llm.factory import EngineFactory
 from rag.metrics.qa import best_over_golds, exact_match, token_f1
+from rag.metrics.registry import REGISTRY
 from rag.metrics.retrieval import gold_found
 from rag.order.ordering import Ordering
-from rag.records import Question, ScoredPassage
+from rag.records import AnswerRecord, Question, ScoredPassage, build_answer_record, load_answer_records
 from rag.rerank.base import Reranker
 from rag.retrieve.base import Retriever
 from rag.stage_cache import StageCache
@@ -69,8 +70,11 @@ class Pipeline:
         OmegaConf.update(cfg, "paths.data_dir", self.data_dir, force_add=True)
         self.dataset: Dataset = instantiate(cfg.dataset)
         self.retriever: Retriever = instantiate(cfg.retriever)
-        self.reranker: Reranker = instantiate(cfg.rerank)
-        self._attach_response_cache(self.reranker)
+        #: the one engine factory: generator, LLM reranker (Rank-R1) and judges share equal engines
+        self.engines = EngineFactory(self.cache_dir, cache_enabled=cfg.cache.llm_responses)
+        rerank_llm = cfg.rerank.get("llm") if isinstance(cfg.rerank, DictConfig) else None
+        self.reranker: Reranker = (instantiate(cfg.rerank, llm=self.engines.get(rerank_llm)) if rerank_llm
+                                   else instantiate(cfg.rerank))
         self.ordering: Ordering = instantiate(cfg.ordering)
         self.generator: Generator = instantiate(cfg.generator)
         self.stage_cache = StageCache(self.cache_dir, enabled=cfg.cache.stages)
@@ -80,17 +84,11 @@ class Pipeline:
         self._engine: LLMEngine | None = None
         _ = self.engine  # fail fast on a bad llm config (a missing model file) before any index is built
 
-    def _attach_response_cache(self, component: object) -> None:
-        """LLM-based stages (Rank-R1) build their own engine from YAML; give it the shared response cache."""
-        engine = getattr(component, "engine", None)
-        if isinstance(engine, LLMEngine) and engine.cache is None and self.cfg.cache.llm_responses:
-            engine.cache = ResponseCache(self.cache_dir / "llm")
-
     @property
     def engine(self) -> LLMEngine:
+        """The generator's engine (from the factory, so an equal judge or reranker config shares it)."""
         if self._engine is None:
-            cache = ResponseCache(self.cache_dir / "llm", enabled=self.cfg.cache.llm_responses)
-            self._engine = instantiate(self.cfg.llm, cache=cache)
+            self._engine = self.engines.get(self.cfg.llm)
         return self._engine
 
     @property
@@ -156,9 +154,9 @@ class Pipeline:
                  self.reranker.k, self.ordering.name, self.generator.name)
 
         journal = JsonlJournal(run_dir / JOURNAL_FILE)
-        done = {r["id"]: r for r in journal.read()}
+        done = {r.id: r for r in map(AnswerRecord.from_json, journal.read())}
         if (run_dir / ANSWERS_FILE).exists():
-            done.update({r["id"]: r for r in read_jsonl(run_dir / ANSWERS_FILE)})
+            done.update({r.id: r for r in load_answer_records(run_dir / ANSWERS_FILE)})
         todo = [q for q in questions if q.id not in done]
         if done:
             log.info("resuming: %d answers already written, %d to go", len(done), len(todo))
@@ -169,33 +167,34 @@ class Pipeline:
             retrieved, contexts = self.rank(part)
             results = self.generate(part, contexts)
             rows = [self.record(q, r, c, g) for q, r, c, g in zip(part, retrieved, contexts, results)]
-            journal.append(rows)
-            done.update({row["id"]: row for row in rows})
+            journal.append([row.to_json() for row in rows])
+            done.update({row.id: row for row in rows})
         if not todo:  # still load the index so that timings are comparable between runs
             self.prepare_index()
 
         records = [done[q.id] for q in questions]
         metrics = self.metrics(records, coverage)
-        if self.cfg.judge.get("enabled", False):
-            from eval.engines import llm_key
+        if self.cfg.get("judge"):
             from eval.hook import evaluate_records
 
             with self.timer.stage("evaluate"):
-                # a judge configured with the run's own `llm` reuses the loaded generator model
-                metrics.update(evaluate_records(self.cfg.judge, records, run_dir, self.cache_dir,
-                                                engines={llm_key(self.cfg.llm): self.engine}))
+                # judges come from the run's engine factory: one configured with the run's `llm` reuses it
+                metrics.update(evaluate_records(self.cfg.judge, records, run_dir, self.cache_dir, self.engines))
         metrics.update({f"time/{k}_s": round(v, 3) for k, v in self.timer.seconds.items()})
         metrics["time/total_s"] = round(time.perf_counter() - start, 3)
+        undeclared = REGISTRY.undeclared(metrics)
+        if undeclared:
+            log.warning("metrics not declared in rag/metrics/registry.py: %s", ", ".join(undeclared))
 
-        atomic_write_jsonl(run_dir / ANSWERS_FILE, records)
+        atomic_write_jsonl(run_dir / ANSWERS_FILE, [r.to_json() for r in records])
         atomic_write_json(run_dir / METRICS_FILE, metrics)
         atomic_write_json(run_dir / "config.json", redact(OmegaConf.to_container(self.cfg, resolve=True)))
         journal.path.unlink(missing_ok=True)
         return metrics
 
     def record(self, question: Question, retrieved: list[ScoredPassage], context: list[ScoredPassage],
-               result: GenerationResult) -> dict[str, Any]:
-        """One answers.jsonl line: the LiveRAG submission fields, then ours."""
+               result: GenerationResult) -> AnswerRecord:
+        """One answers.jsonl line: the LiveRAG submission fields, then ours (`rag.records.AnswerRecord`)."""
         used = result.passages if result.passages is not None else (
             self.ordering.order(context) if self.generator.uses_ordering else context)
         golds = [question.answer, *question.answer_aliases] if question.answer is not None else []
@@ -208,25 +207,17 @@ class Pipeline:
                 frac, any_found, all_found = gold_found(question.gold_doc_ids, ranked, len(ranked))
                 scores.update({f"recall_{stage}": frac, f"recall_{stage}_any": any_found,
                                f"recall_{stage}_all": all_found})
-        return {
-            "id": question.id, "question": question.question, "answer": result.answer,
-            "passages": [{"doc_IDs": [p.passage.doc_id], "passage": p.passage.text} for p in used],
-            "final_prompt": result.final_prompt,
-            "generator": self.generator.name,
-            "gold_answer": question.answer, "gold_answer_aliases": question.answer_aliases,
-            "gold_doc_ids": question.gold_doc_ids, "gold_docs": question.gold_docs,
-            "hop": question.hop, "categories": question.categories,
-            "retrieved": [p.to_dict() for p in retrieved], "reranked": [p.to_dict() for p in context],
-            "context": [p.passage.passage_id for p in used],
-            "steps": result.steps, "parse_failed": result.parse_failed, "fallback": result.fallback,
-            "scores": scores,
-        }
+        return build_answer_record(question, retrieved, context, used, result, self.generator.name, scores)
 
-    def metrics(self, records: list[dict[str, Any]], coverage: dict[str, int]) -> dict[str, Any]:
-        """Run metrics, overall and split single-hop / multi-hop."""
+    def metrics(self, records: list[AnswerRecord], coverage: dict[str, int]) -> dict[str, Any]:
+        """Run metrics, overall and split single-hop / multi-hop; every name is declared in the registry.
+
+        LLM usage here is the generator's engine up to now (generation, and Rank-R1 when it shares the engine);
+        evaluation adds its own `eval/...` counters later.
+        """
         m: dict[str, Any] = {"n_questions": len(records), **coverage}
-        splits = {"all": records, "single": [r for r in records if r["hop"] == "single"],
-                  "multi": [r for r in records if r["hop"] == "multi"]}
+        splits = {"all": records, "single": [r for r in records if r.hop == "single"],
+                  "multi": [r for r in records if r.hop == "multi"]}
         k_retr, k_rerank = self.retriever.k, self.reranker.k or self.retriever.k
         for split, rows in splits.items():
             m[f"n_{split}"] = len(rows)
@@ -237,16 +228,17 @@ class Pipeline:
                               ("recall_rerank", f"recall/rerank@{k_rerank}"),
                               ("recall_rerank_any", f"recall/rerank@{k_rerank}_any"),
                               ("recall_rerank_all", f"recall/rerank@{k_rerank}_all")):
-                values = [r["scores"][key] for r in rows if key in r["scores"]]
+                values = [r.scores[key] for r in rows if key in r.scores]
                 if values:
                     m[f"{name}/{split}"] = round(mean(values), 6)
-        m["parse_failures"] = sum(bool(r.get("parse_failed")) for r in records)
+        m["parse_failures"] = sum(r.parse_failed for r in records)
         usage = self._engine.usage if self._engine is not None else None
         counters = self.stage_cache.counters
         m.update({"retrieval_calls": counters.retrieval_calls, "rerank_calls": counters.rerank_calls,
                   "retrieval_cache_hits": counters.retrieval_cache_hits,
                   "rerank_cache_hits": counters.rerank_cache_hits,
-                  "llm_calls": usage.calls if usage else 0, "llm_cache_hits": usage.cache_hits if usage else 0,
+                  "llm_calls": usage.calls if usage else 0, "llm_retries": usage.retries if usage else 0,
+                  "llm_cache_hits": usage.cache_hits if usage else 0,
                   "prompt_tokens": usage.prompt_tokens if usage else 0,
                   "completion_tokens": usage.completion_tokens if usage else 0,
                   "llm_seconds": round(usage.seconds, 3) if usage else 0.0})
@@ -261,9 +253,10 @@ class Pipeline:
         return m
 
     def close(self) -> None:
-        for part in (self._engine, self.retriever, self.reranker):
+        for part in (self.retriever, self.reranker):
             if part is not None:
                 part.close()
+        self.engines.close()
 
 
 def format_metrics_table(metrics: dict[str, Any]) -> str:

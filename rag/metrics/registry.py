@@ -91,13 +91,18 @@ class MetricRegistry:
         for spec in specs:
             self.declare(spec)
 
-    def declare(self, spec: MetricSpec, first: bool = False) -> MetricSpec:
-        """Add a spec (a more specific one goes `first`); declaring the same pattern twice keeps one."""
-        for known in self._specs:
+    def declare(self, spec: MetricSpec, first: bool = False, replace: bool = False) -> MetricSpec:
+        """Add a spec (a more specific one goes `first`). Declaring a pattern again with other settings is an
+        error, unless `replace` (a judge rebuilt from a changed YAML in the same process)."""
+        for i, known in enumerate(self._specs):
             if known.pattern == spec.pattern:
-                if known != spec:
+                if known == spec:
+                    return known
+                if not replace:
                     raise ValueError(f"metric {spec.pattern!r} declared twice with different settings")
-                return known
+                self._specs[i] = spec
+                self._cache.clear()
+                return spec
         if first:
             self._specs.insert(0, spec)
         else:
