@@ -45,7 +45,10 @@ class VLLMEngine(LLMEngine):
 
         self._llm = None
         with contextlib.suppress(ImportError, AttributeError, RuntimeError):
-            from vllm.distributed.parallel_state import destroy_distributed_environment, destroy_model_parallel
+            from vllm.distributed.parallel_state import (
+                destroy_distributed_environment,
+                destroy_model_parallel,
+            )
 
             destroy_model_parallel()
             destroy_distributed_environment()
