@@ -452,8 +452,7 @@ def heatmap_png(agreement: Agreement, path: Path) -> Path | None:
     values = np.array([[getattr(agreement.cell(a, b), "tau_b", math.nan) for b in agreement.cols]
                        for a in agreement.rows], dtype=float)
     fig, ax = plt.subplots(figsize=(1.6 + 1.3 * len(agreement.cols), 1.2 + 0.6 * len(agreement.rows)))
-    cmap = matplotlib.colormaps["RdBu"].copy()
-    cmap.set_bad("#cccccc")
+    cmap = matplotlib.colormaps["RdBu"].with_extremes(bad="#cccccc")
     image = ax.imshow(np.ma.masked_invalid(values), cmap=cmap, vmin=-1, vmax=1, aspect="auto")
     ax.set_xticks(range(len(agreement.cols)), [short(c) for c in agreement.cols], rotation=30, ha="right")
     ax.set_yticks(range(len(agreement.rows)), [short(r) for r in agreement.rows])
