@@ -2,7 +2,7 @@
 
 Offline runs land in `<dir>/wandb/offline-run-*`; `wandb sync <dir>/wandb/offline-run-*` uploads them later.
 The config is redacted before logging, so no secret reaches W&B. Metric directions come from the registry
-(`define_metric` goals), and the `answers` table has one column per judge field and nugget metric that any
+(`define_metric` keeps the max of a quality metric and the min of a cost), and the `answers` table has one column per judge field and nugget metric that any
 answer carries, next to the answer's string scores.
 """
 
@@ -94,7 +94,7 @@ class WandbLogger(RunLogger):
             for key in numeric:
                 direction = REGISTRY.direction(key)
                 if direction:
-                    run.define_metric(key, goal="maximize" if direction > 0 else "minimize")
+                    run.define_metric(key, summary="max" if direction > 0 else "min")
             run.summary.update(metrics)
             run.log(numeric)
             if self.log_answers_table and typed:

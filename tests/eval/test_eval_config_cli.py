@@ -186,3 +186,21 @@ def test_without_any_llm_config_says_so(tmp_path, capsys):
     with pytest.raises(SystemExit) as err:
         judge_cli.main([str(run), "--judge", "liverag"])
     assert err.value.code == 2 and "llm=<conf/llm name>" in capsys.readouterr().err
+
+
+def test_pipeline_generator_and_rank_r1_share_one_factory(tmp_path, data_dir):
+    """One engine factory per run: Rank-R1 configured with the run's own llm reuses the generator's engine."""
+    from rag.pipeline import Pipeline
+
+    shared = Pipeline(compose_config(["rerank=rank_r1", "llm=gemma3_270m", "rerank.llm=${llm}"], tmp_path))
+    try:
+        assert shared.reranker.engine is shared.engine and len(shared.engines.engines) == 1
+        assert shared.engine.cache is not None and shared.engine.cache.root == tmp_path / "cache" / "llm"
+    finally:
+        shared.close()
+    apart = Pipeline(compose_config(["rerank=rank_r1", "llm=gemma3_270m"], tmp_path))  # its own vLLM config
+    try:
+        assert apart.reranker.engine is not apart.engine and len(apart.engines.engines) == 2
+        assert apart.reranker.engine.cache is not None  # the run's response cache, from the factory
+    finally:
+        apart.close()
