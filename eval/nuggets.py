@@ -152,7 +152,7 @@ class AutoNuggetizer:
                  max_answer_chars: int | None = 6000, max_nugget_chars: int = 120, prompt_dir: str | None = None,
                  create_params: Mapping[str, Any] | None = None, label_params: Mapping[str, Any] | None = None,
                  max_retries: int = 2, retry_temperature: float = 0.2, cache_dir: str | Path | None = None,
-                 nugget_file: str | None = None, **_ignored: Any):
+                 nugget_file: str | None = None):
         self.window_size = window_size
         self.max_nuggets = max_nuggets
         self.keep_top = keep_top
@@ -348,8 +348,8 @@ class NuggetJudge(Judge):
 
     def __init__(self, name: str = "nuggets", llm: Mapping[str, Any] | None = None, **options: Any):
         super().__init__(name, llm)
-        self.options = dict(options)
-        self.max_passages = options.get("max_passages", 10)
+        # built here so that a misspelt setting fails when the judge is built, not after generation
+        self.nuggetizer = AutoNuggetizer(**options)
 
     @property
     def metric_prefix(self) -> str:
@@ -366,7 +366,8 @@ class NuggetJudge(Judge):
                  ctx: EvalContext) -> dict[str, Any]:
         if engine is None:
             raise ConfigError(f"judge.{self.name} needs an `llm`")
-        nuggetizer = AutoNuggetizer(cache_dir=ctx.cache_dir, **self.options)
+        nuggetizer = self.nuggetizer
+        nuggetizer.cache_dir = Path(ctx.cache_dir)
         topics = [topic_from_record(r, nuggetizer.max_passages) for r in records]
         sets = nuggetizer.create(engine, topics)
         usable = [i for i, s in enumerate(sets) if s.failure is None]

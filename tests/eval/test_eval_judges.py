@@ -171,3 +171,10 @@ def test_duplicate_judge_names_and_bad_nodes_are_refused(tmp_path):
         evaluate_records(bad.judge, synthetic_records(1), tmp_path, tmp_path)
     with pytest.raises(ConfigError, match="fields.correctness: scales are integers or labels"):
         _judge("liverag", fields={"correctness": [1.5, 0.5]})
+
+
+def test_misspelt_judge_settings_fail_when_built():
+    with pytest.raises(ConfigError, match="judge.nuggets: .*max_nugets"):
+        _judge("nuggets", max_nugets=3)
+    with pytest.raises(ConfigError, match="judge.liverag: .*temprature"):
+        _judge("liverag", temprature=0.0)
