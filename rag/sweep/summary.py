@@ -7,7 +7,8 @@ the sweep folder and atomically: `summary.md` (led by the judge x nugget-metric 
 were judged, then the quality and cost metrics with the best value of each column in bold), `summary.csv`
 (every metric), `best.csv`, and `agreement.csv` (every pair) / `agreement.md` / `agreement.png` (heatmap).
 Each metric keeps its own column (`recall/rerank@5` and `@20` are different metrics); what is ranked, and in
-which direction, comes from the metric registry (`rag.metrics.registry`), so counters are never "best". The
+which direction, comes from the metric registry (`rag.metrics.registry`): quality up, cost down, and bookkeeping
+(cache hits, question counts, distributions) never "best". The
 same tables go to one W&B "sweep-summary" run in the sweep's group, with a run id derived from the sweep folder
 so that a re-summary (after a resubmission) updates that run instead of adding another.
 """
@@ -356,7 +357,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--no-wandb", action="store_true", help="write the files only")
     parser.add_argument("--wandb-mode", default=None, help="override the cells' W&B mode (offline, online)")
     parser.add_argument("--agreement", nargs="*", default=[],
-                        help="glob patterns of evaluations for the Kendall tau table (default: all)")
+                        help="glob patterns: every pair of these evaluations (default: the judge x nugget-metric matrix)")
     parser.add_argument("--bootstrap", type=int, default=200, help="bootstrap resamples for agreement CIs")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
