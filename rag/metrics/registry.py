@@ -158,8 +158,7 @@ def _s(pattern: str, kind: Kind, description: str, range: tuple[float | None, fl
 
 UNIT = (0.0, 1.0)
 NONNEG = (0.0, None)
-USAGE = "llm_calls|llm_retries|llm_cache_hits|prompt_tokens|completion_tokens|llm_seconds|llm_tokens_per_s|" \
-        "llm_cost_usd"
+USAGE = "llm_calls|llm_retries|llm_cache_hits|prompt_tokens|completion_tokens|llm_cost_usd"
 
 #: the project's metrics, specific entries first
 BUILTIN: tuple[MetricSpec, ...] = (
@@ -169,7 +168,7 @@ BUILTIN: tuple[MetricSpec, ...] = (
     _s("recall/{stage}@{k}{mode}/{split}", "per_answer", "share of gold documents in the top k of a stage "
        "(_any: at least one found, _all: all found), mean over questions with gold documents", UNIT, True),
     # -- bookkeeping of the run --
-    _s("n_questions", "counter", "questions in the run"),
+    _s("n_questions", "counter", "questions in the run", NONNEG),
     _s("n_{split}", "counter", "questions in a split (all, single-hop, multi-hop)", NONNEG),
     _s("gold_docs", "counter", "gold documents over all questions", NONNEG),
     _s("gold_docs_missing_from_corpus", "counter", "gold documents the corpus lacks (recall can never reach 1)",
@@ -193,7 +192,8 @@ BUILTIN: tuple[MetricSpec, ...] = (
        NONNEG, True),
     _s("llm_cost_usd", "counter", "dollars spent on hosted generation calls", NONNEG, False),
     _s("eval/{usage}", "counter", "the same usage counters for judge and nugget LLM calls (eval/llm_calls, "
-       "eval/llm_retries, eval/llm_seconds, ...), apart from generation", NONNEG, False, usage=USAGE),
+       "eval/llm_retries, eval/prompt_tokens, ...), apart from generation", NONNEG, False, usage=USAGE),
+    _s("eval/llm_seconds", "timing", "seconds in the judges' LLM backends, apart from generation", NONNEG, False),
     _s("eval/engines_released", "counter", "engines closed to free memory before a judge model loaded", NONNEG),
     # -- timing --
     _s("time/{stage}_s", "timing", "wall seconds of a stage (load, index, retrieve, rerank, generate, evaluate)"

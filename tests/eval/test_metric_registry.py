@@ -16,7 +16,7 @@ from rag.metrics.registry import BUILTIN, KINDS, REGISTRY, MetricRegistry, Metri
     ("judge/liverag/parse_failures", "counter", -1), ("judge/liverag/n_judged", "counter", 0),
     ("judge/liverag/correctness_n", "counter", 0), ("nuggets/vital_strict/all", "per_answer", 1),
     ("nuggets/cached_topics", "counter", 0), ("nuggets/parse_failures", "counter", 0),
-    ("eval/llm_calls", "counter", -1), ("eval/llm_retries", "counter", -1), ("eval/llm_seconds", "counter", -1),
+    ("eval/llm_calls", "counter", -1), ("eval/llm_retries", "counter", -1), ("eval/llm_seconds", "timing", -1),
     ("llm_calls", "counter", -1), ("llm_retries", "counter", -1), ("llm_tokens_per_s", "rate", 1),
     ("llm_cache_hits", "counter", 0), ("time/total_s", "timing", -1), ("time/evaluate_s", "timing", -1),
     ("model_loads", "counter", -1), ("rerank/seconds_per_question", "timing", -1),
