@@ -1,121 +1,143 @@
-"""The pipeline's evaluation hook: judge and nuggetize a run's records, return flat metrics for metrics.json.
+"""Evaluate a run's answers with whatever judges the `judge` config group composed; return flat metrics.
 
-Called once per run after generation as `evaluate_records(cfg.judge, records, run_dir, cache_dir)`. Each record
-dict gets `record["judges"][<judge name>]` (scores, or a parse-failure / skip marker) and, when nuggets are on,
-`record["nuggets"]` (the four AutoNuggetizer scores and the per-nugget assignments). Files written to `run_dir`:
-`eval_report.md` (means and RAGtifier Table 1 layout) and, for nuggets, `nuggets/create.jsonl` and
-`nuggets/assign.jsonl` in castorini/nuggetizer's record shapes.
+`cfg.judge` holds shared settings (`llm`: the judges' default engine, the run's own `${llm}` unless set;
+`release_generator`; `report`) and one node per judge, each with `_target_` (a `eval.base.Judge` subclass),
+placed there by `judge=[liverag,nuggets]`, `judge=full` or a YAML of your own (`# @package judge.<name>`).
+Every judge writes its per-answer results into the records and returns its run metrics; the LLM work of all
+judges is reported apart from generation as `eval/llm_calls`, `eval/prompt_tokens`, ... (usage deltas of the
+engines the judges used). Files: `eval_report.md` and whatever the judges write (nuggets/*.jsonl).
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping, MutableMapping, Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from eval.engines import EnginePool, to_plain
-from eval.judges import build_judge
-from eval.nuggets import AutoNuggetizer, nugget_scores, topic_from_record
-from eval.report import judge_summary, markdown_report, nugget_summary
-from rag.core.io import atomic_write_jsonl, atomic_write_text
-from rag.llm.base import LLMEngine
+from eval.base import EvalContext, Judge
+from rag.core.errors import ConfigError
+from rag.core.io import atomic_write_text
+from rag.llm.base import Usage
+from rag.llm.factory import EngineFactory, to_plain, usage_delta
+from rag.metrics.registry import REGISTRY
+from rag.records import AnswerRecord
 
 log = logging.getLogger(__name__)
 
+#: keys of `cfg.judge` that are settings, not judges
+SETTINGS = ("llm", "report", "release_generator")
 
-def evaluate_records(judge_cfg: Any, records: list[dict], run_dir: Path, cache_dir: Path,
-                     engines: Mapping[str, LLMEngine] | None = None) -> dict[str, Any]:
-    """Run every configured judge and the AutoNuggetizer over `records` (mutated in place); return metrics.
 
-    `engines` maps `eval.engines.llm_key(llm_cfg)` to engines the caller already holds (e.g. the generator's),
-    so a judge configured with the run's own `${llm}` does not load the model a second time.
-    """
+def judge_nodes(judge_cfg: Any) -> dict[str, dict[str, Any]]:
+    """The judge entries of a `judge` config node (mappings with `_target_`), by config key, resolved."""
     cfg = to_plain(judge_cfg) or {}
-    if not cfg.get("enabled", False):
-        return {}
-    run_dir, cache_dir = Path(run_dir), Path(cache_dir)
-    pool = EnginePool(cache_dir, engines)
-    metrics: dict[str, Any] = {}
-    judged: list[tuple[str, str]] = []
-    ncfg = cfg.get("nuggets") or {}
+    if not isinstance(cfg, Mapping):
+        raise ConfigError(f"judge: expected a mapping, got {type(cfg).__name__}")
+    out = {}
+    for key, node in cfg.items():
+        if key in SETTINGS:
+            continue
+        if not isinstance(node, Mapping) or "_target_" not in node:
+            raise ConfigError(f"judge.{key}: not a judge (a judge config needs `_target_`); settings are "
+                              f"{', '.join(SETTINGS)}")
+        out[str(key)] = dict(node)
+    return out
+
+
+def build_judge(key: str, node: Mapping[str, Any]) -> Judge:
+    """A judge from its config node: `_target_` names the class; `name` defaults to the config key."""
+    from hydra.utils import get_class
+
+    node = dict(node)
+    target = node.pop("_target_")
+    node.setdefault("name", key)
     try:
-        seen: set[str] = set()
-        for spec in cfg.get("judges") or []:
-            if not spec.get("enabled", True):
-                continue
-            if not spec.get("llm"):
-                raise ValueError(f"judge {spec.get('name')!r} has no `llm` config")
-            judge = build_judge(spec)
-            if judge.name in seen:
-                raise ValueError(f"two judges are named {judge.name!r}; give each a distinct `name`")
-            seen.add(judge.name)
-            engine = pool.get(spec["llm"])
-            log.info("judge %s (%s) with %s on %d records", judge.name, judge.kind_name, engine.model, len(records))
-            for record, result in zip(records, judge.judge(engine, records)):
-                _judges(record)[judge.name] = result
-            metrics.update(judge_summary(judge.name, judge.kind_name, records))
-            judged.append((judge.name, judge.kind_name))
-        if ncfg.get("enabled", False):
-            metrics.update(run_nuggets(ncfg, records, run_dir, cache_dir, pool))
+        cls = get_class(target)
+    except Exception as err:  # noqa: BLE001 - Hydra raises several types for a bad path
+        raise ConfigError(f"judge.{key}._target_={target}: cannot import ({err})") from None
+    if not (isinstance(cls, type) and issubclass(cls, Judge)):
+        raise ConfigError(f"judge.{key}._target_={target} is not an eval.base.Judge")
+    try:
+        return cls(**node)
+    except TypeError as err:
+        raise ConfigError(f"judge.{key}: {err}") from None
+
+
+def build_judges(judge_cfg: Any) -> list[Judge]:
+    judges = [build_judge(k, n) for k, n in judge_nodes(judge_cfg).items()]
+    names = [j.name for j in judges]
+    dupes = sorted({n for n in names if names.count(n) > 1})
+    if dupes:
+        raise ConfigError(f"judge: two judges are named {dupes[0]!r}; give each a distinct `name`")
+    for judge in judges:
+        for spec in judge.metric_specs():
+            REGISTRY.declare(spec, first=True, replace=True)
+    return judges
+
+
+def _sum_usage(usages: Sequence[Usage]) -> Usage:
+    total = Usage()
+    for u in usages:
+        for k in Usage.__dataclass_fields__:
+            setattr(total, k, getattr(total, k) + getattr(u, k))
+    return total
+
+
+def evaluate_records(judge_cfg: Any, records: Sequence[AnswerRecord], run_dir: str | Path, cache_dir: str | Path,
+                     engines: EngineFactory | None = None) -> dict[str, Any]:
+    """Run every configured judge over `records` (their `judges` / `nuggets` fields are filled in); metrics.
+
+    `engines` is the run's factory, so a judge configured with the run's own `llm` reuses the loaded model; a
+    fresh factory (closed afterwards) is used when none is given.
+    """
+    judges = build_judges(judge_cfg)
+    if not judges:
+        return {}
+    settings = to_plain(judge_cfg) or {}
+    run_dir, cache_dir = Path(run_dir), Path(cache_dir)
+    own = engines is None
+    factory = engines if engines is not None else EngineFactory(cache_dir)
+    ctx = EvalContext(run_dir=run_dir, cache_dir=cache_dir)
+    before, cost_before, released_before = factory.usage(), factory.cost_usd(), factory.released
+    metrics: dict[str, Any] = {}
+    try:
+        for judge in judges:
+            engine = None
+            if judge.llm is not None:
+                engine = factory.get(judge.llm, release_others=bool(settings.get("release_generator", False)))
+            log.info("judge %s (%s) with %s on %d records", judge.name, type(judge).__name__,
+                     engine.model if engine else "no LLM", len(records))
+            metrics.update(judge.evaluate(records, engine, ctx))
+        after, cost_after = factory.usage(), factory.cost_usd()
+        used = _sum_usage([usage_delta(u, before.get(k, Usage())) for k, u in after.items()])
+        metrics.update({"eval/llm_calls": used.calls, "eval/llm_retries": used.retries,
+                        "eval/llm_cache_hits": used.cache_hits, "eval/prompt_tokens": used.prompt_tokens,
+                        "eval/completion_tokens": used.completion_tokens,
+                        "eval/llm_seconds": round(used.seconds, 3)})
+        cost = sum(cost_after.values()) - sum(cost_before.values())
+        if cost:
+            metrics["eval/llm_cost_usd"] = round(cost, 6)
+        if factory.released - released_before:
+            metrics["eval/engines_released"] = factory.released - released_before
     finally:
-        pool.close()
-    if cfg.get("report", True):
-        atomic_write_text(run_dir / "eval_report.md",
-                          markdown_report(metrics, judged, bool(ncfg.get("enabled", False))))
+        if own:
+            factory.close()
+    if settings.get("report", True):
+        atomic_write_text(run_dir / "eval_report.md", markdown_report(metrics, judges))
     return metrics
 
 
-def _judges(record: MutableMapping[str, Any]) -> MutableMapping[str, Any]:
-    if not isinstance(record.get("judges"), MutableMapping):
-        record["judges"] = {}
-    return record["judges"]
-
-
-def run_nuggets(ncfg: Mapping[str, Any], records: Sequence[dict], run_dir: Path, cache_dir: Path,
-                pool: EnginePool) -> dict[str, Any]:
-    """Create (or reuse) nuggets per topic, assign them to each answer, store scores on the records."""
-    if not ncfg.get("llm"):
-        raise ValueError("judge.nuggets has no `llm` config")
-    engine = pool.get(ncfg["llm"])
-    options = {k: v for k, v in ncfg.items() if k not in ("enabled", "llm")}
-    nuggetizer = AutoNuggetizer(cache_dir=cache_dir, **options)
-    topics = [topic_from_record(r, nuggetizer.max_passages) for r in records]
-    sets = nuggetizer.create(engine, topics)
-    usable = [i for i, s in enumerate(sets) if s.failure is None]
-    assigned = nuggetizer.assign(engine, [(records[i].get("question", ""), records[i].get("answer") or "",
-                                           sets[i].nuggets) for i in usable])
-    by_index = dict(zip(usable, assigned))
-    assign_rows = []
-    skipped = 0
-    for i, (record, nset, topic) in enumerate(zip(records, sets, topics)):
-        base = {"source": topic.source, "importance_failures": nset.importance_failures,
-                "create_failures": nset.create_failures}
-        if nset.failure in ("no_passages", "not_in_nugget_file"):
-            skipped += 1
-            record["nuggets"] = {**base, "skipped": True, "skip_reason": nset.failure}
-            continue
-        if nset.failure is not None:
-            record["nuggets"] = {**base, "parse_failed": True, "failure_stage": "create", "reason": nset.failure}
-            continue
-        result = by_index[i]
-        if result.failed_windows:
-            record["nuggets"] = {**base, "parse_failed": True, "failure_stage": "assign",
-                                 "failed_windows": result.failed_windows, "assignments": result.nuggets}
-            continue
-        record["nuggets"] = {**base, **nugget_scores(result.nuggets), "n_nuggets": len(result.nuggets),
-                             "n_vital": sum(1 for n in result.nuggets if n["importance"] == "vital"),
-                             "assignments": result.nuggets}
-        answer = record.get("answer") or ""
-        assign_rows.append({"query": nset.query, "qid": nset.qid, "answer_text": answer,
-                            "response_length": len(answer.split()), "run_id": run_dir.name,
-                            "nuggets": result.nuggets})
-    if skipped:
-        log.warning("nuggets: %d of %d records have no passages (or no nuggets in nugget_file); skipped",
-                    skipped, len(records))
-    atomic_write_jsonl(run_dir / "nuggets" / "create.jsonl", [s.record() for s in sets if s.failure is None])
-    atomic_write_jsonl(run_dir / "nuggets" / "assign.jsonl", assign_rows)
-    out = nugget_summary(records)
-    out["nuggets/skipped"] = skipped
-    out["nuggets/cached_topics"] = sum(1 for s in sets if s.cached)
-    return out
+def markdown_report(metrics: Mapping[str, Any], judges: Sequence[Judge]) -> str:
+    """`eval_report.md`: each judge's own section, then what the evaluation cost."""
+    lines = ["# Evaluation report", ""]
+    for judge in judges:
+        section = judge.report(metrics)
+        if section:
+            lines += [section.rstrip(), ""]
+    lines += ["## Cost (apart from generation)", "",
+              f"LLM calls: {metrics.get('eval/llm_calls')} (+{metrics.get('eval/llm_retries')} retried attempts, "
+              f"{metrics.get('eval/llm_cache_hits')} from the response cache), tokens: "
+              f"{metrics.get('eval/prompt_tokens')} prompt + {metrics.get('eval/completion_tokens')} completion, "
+              f"backend seconds: {metrics.get('eval/llm_seconds')}", ""]
+    return "\n".join(lines)

@@ -1,84 +1,34 @@
-"""LLM judges: the LiveRAG prompt (RAGtifier Fig. 2), a CRAG-style grade and a pairwise comparison.
+"""Prompt judges: one class, configured per judge in `conf/judge/<name>.yaml` (LiveRAG, CRAG-style, pairwise).
 
-A judge renders one prompt per answer, asks its own engine for all answers in one batch (JSON schema where the
-engine supports it, tolerant parsing otherwise), re-asks only the unparsable ones, and writes one result dict per
-record. Results are never guessed: an output that cannot be read becomes `{"parse_failed": true, ...}`, and a
-field that needs a gold answer is skipped (listed under `skipped`) when the record has none.
+A prompt judge renders one prompt per answer, asks its engine for all answers in one batch (JSON schema where
+the engine supports it, tolerant parsing otherwise), re-asks only the unparsable ones, and writes one result dict
+per record under `record.judges[<name>]`. Results are never guessed: an output that cannot be read becomes
+`{"parse_failed": true, ...}`, and a field that needs a gold answer is skipped (listed under `skipped`) when the
+record has none. What a judge asks for lives in its YAML: the prompt file, the scale of every field (`fields`),
+label-to-number mappings (`numeric`), which fields need a gold answer, and its own sampling `params`.
 """
 
 from __future__ import annotations
 
 import logging
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
 from pathlib import Path
+from statistics import mean
 from typing import Any
 
+from eval.base import SPLITS, EvalContext, Judge, split_of
 from eval.parsing import parse_fields
 from eval.retry import ask_with_retries, make_params
+from rag.core.errors import ConfigError
 from rag.llm.base import LLMEngine, LLMRequest
+from rag.metrics.registry import MetricSpec
 from rag.prompts import PromptTemplate, load_prompt
+from rag.records import AnswerRecord
 
 log = logging.getLogger(__name__)
 
 EVAL_PROMPT_DIR = Path(__file__).parent / "prompts"
 NO_GOLD = "no gold answer"
-
-
-@dataclass(frozen=True)
-class JudgeKind:
-    """What a judge prompt asks for and how its answers become numbers."""
-
-    prompt: str
-    #: field -> allowed values, in the order shown in reports (best first)
-    fields: dict[str, tuple[Any, ...]]
-    #: fields that are meaningless without a gold answer (dropped, counted and warned about)
-    needs_gold: tuple[str, ...] = ()
-    #: the whole judge needs a gold answer (pairwise, CRAG): records without one are not sent at all
-    requires_gold: bool = False
-    #: free-text fields copied from the output when present (explanations)
-    free_text: tuple[str, ...] = ()
-    #: label field -> (numeric field name, label -> number): e.g. CRAG grade -> score
-    numeric: dict[str, tuple[str, dict[str, float]]] = field(default_factory=dict)
-
-    def schema(self, max_free_text_chars: int = 400) -> dict[str, Any]:
-        """JSON schema with `enum` for every scored field: llama.cpp grammars ignore minimum/maximum.
-
-        Free-text fields (explanations) come first, as the prompts ask, and get a length cap so that a
-        rambling model still closes the object within its token budget.
-        """
-        props: dict[str, Any] = {}
-        for name in self.free_text:
-            props[name] = {"type": "string", "maxLength": max_free_text_chars}
-        for name, allowed in self.fields.items():
-            kind = "integer" if all(isinstance(a, int) for a in allowed) else "string"
-            props[name] = {"type": kind, "enum": list(allowed)}
-        return {"type": "object", "properties": props, "required": list(props), "additionalProperties": False}
-
-    def numeric_fields(self) -> list[str]:
-        """Fields whose mean is reported (ints directly, labels through their numeric mapping)."""
-        out = [n for n, allowed in self.fields.items() if all(isinstance(a, int) for a in allowed)]
-        return out + [target for target, _ in self.numeric.values()]
-
-
-#: Grades and scores: LiveRAG (RAGtifier Fig. 2), CRAG (Yang et al. 2024: perfect 1, acceptable 0.5, missing 0,
-#: incorrect -1), pairwise (generated vs ground truth; better 1, tie 0.5, worse 0, i.e. a win rate).
-KINDS: dict[str, JudgeKind] = {
-    "liverag": JudgeKind(prompt="liverag", fields={"correctness": (2, 1, 0, -1), "faithfulness": (1, 0, -1)},
-                         needs_gold=("correctness",)),
-    "crag": JudgeKind(prompt="crag", fields={"grade": ("perfect", "acceptable", "missing", "incorrect")},
-                      requires_gold=True, free_text=("explanation",),
-                      numeric={"grade": ("score", {"perfect": 1.0, "acceptable": 0.5, "missing": 0.0,
-                                                   "incorrect": -1.0})}),
-    "pairwise": JudgeKind(prompt="pairwise", fields={"verdict": ("better", "tie", "worse")},
-                          requires_gold=True, free_text=("explanation",),
-                          numeric={"verdict": ("score", {"better": 1.0, "tie": 0.5, "worse": 0.0})}),
-}
-
-
-def has_gold(record: Mapping[str, Any]) -> bool:
-    gold = record.get("gold_answer")
-    return isinstance(gold, str) and bool(gold.strip())
 
 
 def _cut(text: str, max_chars: int | None) -> str:
@@ -88,28 +38,55 @@ def _cut(text: str, max_chars: int | None) -> str:
     return text
 
 
-def passage_texts(record: Mapping[str, Any], max_passages: int | None, max_chars: int | None) -> list[str]:
-    """Retrieved passages as submitted (`passages[*].passage`), cut to the judge's context budget."""
-    out = []
-    for p in record.get("passages") or []:
-        text = p.get("passage", "") if isinstance(p, Mapping) else str(p)
-        out.append(_cut(text, max_chars))
-    return out[:max_passages] if max_passages else out
+def _fmt_value(value: Any) -> str:
+    return str(value)
 
 
-class PromptJudge:
-    """One named judge: a kind (prompt + fields), its decoding settings and retry policy."""
+def _pct(value: Any) -> str:
+    return "-" if value is None else f"{100 * value:.1f}"
 
-    def __init__(self, name: str, kind: str = "liverag", prompt: str | None = None, prompt_dir: str | None = None,
-                 params: Mapping[str, Any] | None = None, max_retries: int = 2, retry_temperature: float = 0.2,
-                 max_passages: int | None = 10, max_passage_chars: int | None = 2000,
-                 max_gold_chars: int | None = 4000, max_explanation_chars: int = 400, **_ignored: Any):
-        if kind not in KINDS:
-            raise ValueError(f"judge {name!r}: unknown kind {kind!r} (known: {', '.join(KINDS)})")
-        self.name = name
-        self.kind = KINDS[kind]
-        self.kind_name = kind
-        self.prompt_name = prompt or self.kind.prompt
+
+def _num(value: Any) -> str:
+    return "-" if value is None else f"{value:.3f}"
+
+
+class PromptJudge(Judge):
+    """One named LLM judge: a prompt, the scales of its fields, its decoding settings and retry policy."""
+
+    def __init__(self, name: str, prompt: str, fields: Mapping[str, Sequence[Any]],
+                 llm: Mapping[str, Any] | None = None, prompt_dir: str | None = None,
+                 needs_gold: Sequence[str] = (), requires_gold: bool = False, free_text: Sequence[str] = (),
+                 numeric: Mapping[str, Mapping[str, Any]] | None = None, params: Mapping[str, Any] | None = None,
+                 max_retries: int = 2, retry_temperature: float = 0.2, max_passages: int | None = 10,
+                 max_passage_chars: int | None = 2000, max_gold_chars: int | None = 4000,
+                 max_explanation_chars: int = 400, description: str = ""):
+        super().__init__(name, llm)
+        if not fields:
+            raise ConfigError(f"judge.{name}.fields: a judge needs at least one scored field")
+        #: field -> allowed values, in the order shown in reports (best first)
+        self.fields = {str(k): tuple(v) for k, v in fields.items()}
+        for fname, allowed in self.fields.items():
+            if not allowed:
+                raise ConfigError(f"judge.{name}.fields.{fname}: list the allowed values")
+            if any(isinstance(a, float) for a in allowed):
+                raise ConfigError(f"judge.{name}.fields.{fname}: scales are integers or labels, got {allowed}")
+        unknown = [f for f in needs_gold if f not in self.fields]
+        if unknown:
+            raise ConfigError(f"judge.{name}.needs_gold names unknown fields {unknown}")
+        self.needs_gold = tuple(needs_gold)
+        self.requires_gold = requires_gold
+        self.free_text = tuple(free_text)
+        #: label field -> (numeric field, label -> number): e.g. CRAG grade -> score
+        self.numeric: dict[str, tuple[str, dict[str, float]]] = {}
+        for label_field, spec in (numeric or {}).items():
+            if label_field not in self.fields:
+                raise ConfigError(f"judge.{name}.numeric.{label_field}: not one of the fields {list(self.fields)}")
+            values = {str(k): float(v) for k, v in (spec.get("values") or {}).items()}
+            if set(values) != {str(a) for a in self.fields[label_field]}:
+                raise ConfigError(f"judge.{name}.numeric.{label_field}.values must map every label of "
+                                  f"{list(self.fields[label_field])} to a number")
+            self.numeric[label_field] = (str(spec.get("field", "score")), values)
+        self.prompt_name = prompt
         self.prompt_dir = str(prompt_dir or EVAL_PROMPT_DIR)
         self.params = dict(params or {"temperature": 0.0, "max_tokens": 128})
         self.max_retries = max_retries
@@ -118,73 +95,157 @@ class PromptJudge:
         self.max_passage_chars = max_passage_chars
         self.max_gold_chars = max_gold_chars
         self.max_explanation_chars = max_explanation_chars
+        self.description = description
+        _ = self.template  # a missing prompt file fails when the judge is built, not after generation
 
+    # -- the scale ------------------------------------------------------------------------------------------
+    def int_fields(self) -> list[str]:
+        return [n for n, allowed in self.fields.items() if all(isinstance(a, int) for a in allowed)]
+
+    def numeric_fields(self) -> list[str]:
+        """Fields whose mean is reported (ints directly, labels through their numeric mapping)."""
+        return self.int_fields() + [target for target, _ in self.numeric.values()]
+
+    def field_range(self, field: str) -> tuple[float, float]:
+        if field in self.fields:
+            values = [float(a) for a in self.fields[field]]
+        else:
+            values = next(list(m.values()) for t, m in self.numeric.values() if t == field)
+        return min(values), max(values)
+
+    def schema(self) -> dict[str, Any]:
+        """JSON schema with `enum` for every scored field: llama.cpp grammars ignore minimum/maximum.
+
+        Free-text fields (explanations) come first, as the prompts ask, and get a length cap so that a
+        rambling model still closes the object within its token budget.
+        """
+        props: dict[str, Any] = {}
+        for name in self.free_text:
+            props[name] = {"type": "string", "maxLength": self.max_explanation_chars}
+        for name, allowed in self.fields.items():
+            kind = "integer" if all(isinstance(a, int) for a in allowed) else "string"
+            props[name] = {"type": kind, "enum": list(allowed)}
+        return {"type": "object", "properties": props, "required": list(props), "additionalProperties": False}
+
+    def per_answer_fields(self) -> list[str]:
+        return [f"judge/{self.name}/{f}" for f in self.numeric_fields()]
+
+    def metric_specs(self) -> list[MetricSpec]:
+        p = f"judge/{self.name}/"
+        return [MetricSpec(p + f + "/{split}", "per_answer", f"mean {f} of judge {self.name} ({self.prompt_name})",
+                           self.field_range(f), True) for f in self.numeric_fields()]
+
+    # -- asking ----------------------------------------------------------------------------------------------
     @property
     def template(self) -> PromptTemplate:
         return load_prompt(self.prompt_name, prompt_dir=self.prompt_dir)
 
-    def variables(self, record: Mapping[str, Any]) -> dict[str, Any]:
-        gold = has_gold(record)
-        gold_docs = [d for d in (record.get("gold_docs") or []) if isinstance(d, str) and d.strip()]
+    def variables(self, record: AnswerRecord) -> dict[str, Any]:
+        gold = record.has_gold
+        passages = [_cut(t, self.max_passage_chars) for t in record.passage_texts()]
         return {
-            "question": record.get("question", ""),
-            "answer": (record.get("answer") or "").strip() or "(no answer)",
-            "gold_answer": record["gold_answer"].strip() if gold else "",
-            "gold_passage": "\n\n".join(_cut(d, self.max_gold_chars) for d in gold_docs) if gold else "",
-            "passages": passage_texts(record, self.max_passages, self.max_passage_chars),
+            "question": record.question,
+            "answer": record.answer.strip() or "(no answer)",
+            "gold_answer": record.gold_answer.strip() if gold and record.gold_answer else "",
+            "gold_passage": "\n\n".join(_cut(d, self.max_gold_chars) for d in record.gold_texts()) if gold else "",
+            "passages": passages[:self.max_passages] if self.max_passages else passages,
         }
 
-    def request(self, engine: LLMEngine, record: Mapping[str, Any]) -> LLMRequest:
+    def request(self, engine: LLMEngine, record: AnswerRecord) -> LLMRequest:
         template = self.template
         return LLMRequest(messages=template.messages(**self.variables(record)),
-                          params=make_params(self.params, engine, self.kind.schema(self.max_explanation_chars)),
-                          stop_plain=template.stop_plain)
+                          params=make_params(self.params, engine, self.schema()), stop_plain=template.stop_plain)
 
     def parse(self, text: str) -> dict[str, Any] | None:
-        return parse_fields(text, self.kind.fields, free_text=self.kind.free_text)
+        return parse_fields(text, self.fields, free_text=self.free_text)
 
-    def judge(self, engine: LLMEngine, records: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    def judge(self, engine: LLMEngine, records: Sequence[AnswerRecord]) -> list[dict[str, Any]]:
         """One result dict per record, in order (see the module docstring for the three shapes)."""
         results: list[dict[str, Any]] = [{} for _ in records]
         asked: list[int] = []
         for i, record in enumerate(records):
-            if self.kind.requires_gold and not has_gold(record):
-                results[i] = {"skipped": list(self.kind.fields) + [t for t, _ in self.kind.numeric.values()],
+            if self.requires_gold and not record.has_gold:
+                results[i] = {"skipped": list(self.fields) + [t for t, _ in self.numeric.values()],
                               "skip_reason": NO_GOLD}
             else:
                 asked.append(i)
-        if not asked:
-            return results
-        requests = [self.request(engine, records[i]) for i in asked]
-        outcomes = ask_with_retries(engine, requests, lambda _i, text: self.parse(text),
-                                    max_retries=self.max_retries, retry_temperature=self.retry_temperature,
-                                    desc=f"judge {self.name}")
-        for i, outcome in zip(asked, outcomes):
-            if outcome.value is None:
-                results[i] = {"parse_failed": True, "raw": outcome.raw[:2000], "attempts": outcome.attempts,
-                              "finish_reason": outcome.finish_reason}
-                continue
-            value = dict(outcome.value)
-            for label_field, (target, mapping) in self.kind.numeric.items():
-                value[target] = mapping[value[label_field]]
-            if not has_gold(records[i]) and self.kind.needs_gold:
-                for name in self.kind.needs_gold:
-                    value.pop(name, None)
-                value["skipped"] = list(self.kind.needs_gold)
-                value["skip_reason"] = NO_GOLD
-            value["attempts"] = outcome.attempts
-            results[i] = value
+        if asked:
+            requests = [self.request(engine, records[i]) for i in asked]
+            outcomes = ask_with_retries(engine, requests, lambda _i, text: self.parse(text),
+                                        max_retries=self.max_retries, retry_temperature=self.retry_temperature,
+                                        desc=f"judge {self.name}")
+            for i, outcome in zip(asked, outcomes):
+                results[i] = self._result(records[i], outcome)
         n_skipped = sum(1 for r in results if r.get("skip_reason") == NO_GOLD)
         if n_skipped:
-            what = "the whole judge" if self.kind.requires_gold else ", ".join(self.kind.needs_gold)
+            what = "the whole judge" if self.requires_gold else ", ".join(self.needs_gold)
             log.warning("judge %s: %d of %d records have no gold answer; skipped %s for them",
                         self.name, n_skipped, len(records), what)
         return results
 
+    def _result(self, record: AnswerRecord, outcome: Any) -> dict[str, Any]:
+        if outcome.value is None:
+            return {"parse_failed": True, "raw": outcome.raw[:2000], "attempts": outcome.attempts,
+                    "finish_reason": outcome.finish_reason}
+        value = dict(outcome.value)
+        for label_field, (target, mapping) in self.numeric.items():
+            value[target] = mapping[str(value[label_field])]
+        if not record.has_gold and self.needs_gold:
+            for name in self.needs_gold:
+                value.pop(name, None)
+            value["skipped"] = list(self.needs_gold)
+            value["skip_reason"] = NO_GOLD
+        value["attempts"] = outcome.attempts
+        return value
 
-def build_judge(spec: Mapping[str, Any]) -> PromptJudge:
-    """A judge from its config entry (`name`, `kind`, `params`, ...; the `llm` entry is used by the caller)."""
-    spec = dict(spec)
-    name = spec.pop("name", None) or spec.get("kind", "liverag")
-    spec.pop("llm", None)
-    return PromptJudge(name=name, **spec)
+    def evaluate(self, records: Sequence[AnswerRecord], engine: LLMEngine | None,
+                 ctx: EvalContext) -> dict[str, Any]:
+        if engine is None:
+            raise ConfigError(f"judge.{self.name} needs an `llm`")
+        for record, result in zip(records, self.judge(engine, records)):
+            record.judges[self.name] = result
+        return self.summary(records)
+
+    # -- metrics and report ----------------------------------------------------------------------------------
+    def summary(self, records: Sequence[AnswerRecord]) -> dict[str, Any]:
+        """Flat metrics `judge/<name>/...` read back from the records' `judges[name]`."""
+        results = [(r, r.judges.get(self.name)) for r in records]
+        results = [(r, res) for r, res in results if isinstance(res, Mapping)]
+        p = f"judge/{self.name}/"
+        out: dict[str, Any] = {p + "n_judged": len(results),
+                               p + "parse_failures": sum(1 for _, res in results if res.get("parse_failed")),
+                               p + "skipped_no_gold": sum(1 for _, res in results
+                                                          if res.get("skip_reason") == NO_GOLD)}
+        ok = [(r, res) for r, res in results if not res.get("parse_failed")]
+        for field in self.numeric_fields():
+            for split in SPLITS:
+                values = [res[field] for r, res in ok if field in res and split_of(r, split)]
+                out[p + f"{field}/{split}"] = mean(values) if values else None
+                if split == "all":
+                    out[p + f"{field}_n"] = len(values)
+        for field, allowed in self.fields.items():
+            for split in SPLITS:
+                values = [res[field] for r, res in ok if field in res and split_of(r, split)]
+                for value in allowed:
+                    out[p + f"{field}_share_{_fmt_value(value)}/{split}"] = (
+                        sum(1 for v in values if v == value) / len(values) if values else None)
+        return out
+
+    def report(self, metrics: Mapping[str, Any]) -> str:
+        """Means and the Table-1 style distribution (percent, by hop)."""
+        p = f"judge/{self.name}/"
+        lines = [f"## Judge `{self.name}` ({self.prompt_name})", "",
+                 f"answers: {metrics.get(p + 'n_judged')}, parse failures: {metrics.get(p + 'parse_failures')}, "
+                 f"skipped for lack of a gold answer: {metrics.get(p + 'skipped_no_gold')}", "",
+                 "| field | all | single-hop | multi-hop |", "|---|---|---|---|"]
+        for field in self.numeric_fields():
+            lines.append(f"| mean {field} | " + " | ".join(_num(metrics.get(p + f"{field}/{s}")) for s in SPLITS)
+                         + " |")
+        lines += ["", "Share of scored answers at each value [%] (RAGtifier Table 1 layout):", ""]
+        header = ["hop"] + [f"{field} {v}" for field, allowed in self.fields.items() for v in allowed]
+        lines += ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+        for split in SPLITS:
+            cells = [_pct(metrics.get(p + f"{field}_share_{v}/{split}"))
+                     for field, allowed in self.fields.items() for v in allowed]
+            lines.append(f"| {split} | " + " | ".join(cells) + " |")
+        return "\n".join(lines) + "\n"

@@ -22,13 +22,17 @@ from pathlib import Path
 from statistics import mean
 from typing import Any
 
+from eval.base import SPLITS, EvalContext, Judge, split_of
 from eval.judges import EVAL_PROMPT_DIR
 from eval.parsing import parse_label_list, parse_string_list
 from eval.retry import ask_with_retries, make_params
+from rag.core.errors import ConfigError
 from rag.core.hashing import slug, stable_hash
-from rag.core.io import atomic_write_json, read_jsonl
+from rag.core.io import atomic_write_json, atomic_write_jsonl, read_jsonl
 from rag.llm.base import LLMEngine, LLMRequest
+from rag.metrics.registry import MetricSpec
 from rag.prompts import load_prompt
+from rag.records import AnswerRecord
 
 log = logging.getLogger(__name__)
 
@@ -131,15 +135,13 @@ class Assignment:
     failed_windows: int = 0
 
 
-def topic_from_record(record: Mapping[str, Any], max_passages: int | None = 10) -> Topic:
+def topic_from_record(record: AnswerRecord, max_passages: int | None = 10) -> Topic:
     """Gold documents where the record has them, else its top retrieved passages."""
-    gold = [d for d in (record.get("gold_docs") or []) if isinstance(d, str) and d.strip()]
+    gold = record.gold_texts()
     if gold:
-        return Topic(str(record["id"]), record.get("question", ""), gold, "gold_docs")
-    passages = [p.get("passage", "") if isinstance(p, Mapping) else str(p) for p in record.get("passages") or []]
-    passages = [p for p in passages if p.strip()]
-    return Topic(str(record["id"]), record.get("question", ""), passages[:max_passages] if max_passages else passages,
-                 "passages")
+        return Topic(record.id, record.question, gold, "gold_docs")
+    passages = [p for p in record.passage_texts() if p.strip()]
+    return Topic(record.id, record.question, passages[:max_passages] if max_passages else passages, "passages")
 
 
 class AutoNuggetizer:
@@ -150,7 +152,7 @@ class AutoNuggetizer:
                  max_answer_chars: int | None = 6000, max_nugget_chars: int = 120, prompt_dir: str | None = None,
                  create_params: Mapping[str, Any] | None = None, label_params: Mapping[str, Any] | None = None,
                  max_retries: int = 2, retry_temperature: float = 0.2, cache_dir: str | Path | None = None,
-                 nugget_file: str | None = None, **_ignored: Any):
+                 nugget_file: str | None = None):
         self.window_size = window_size
         self.max_nuggets = max_nuggets
         self.keep_top = keep_top
@@ -329,3 +331,111 @@ class AutoNuggetizer:
             out[i].nuggets.extend({"text": n["text"], "importance": n["importance"], "assignment": lab}
                                   for n, lab in zip(nuggets, labels))
         return out
+
+
+# -- the judge ------------------------------------------------------------------------------------------------
+def _num(value: Any) -> str:
+    return "-" if value is None else f"{value:.3f}"
+
+
+class NuggetJudge(Judge):
+    """The AutoNuggetizer as a judge: nuggets per topic, assignment per answer, the four scores per answer.
+
+    Per-answer results go to `record.nuggets` (not `record.judges`) and metrics to `nuggets/...`, as the
+    AutoNuggetizer's scores are the reference the LLM judges are compared with. Files: `nuggets/create.jsonl`
+    and `nuggets/assign.jsonl` in the run folder, in castorini/nuggetizer's record shapes.
+    """
+
+    def __init__(self, name: str = "nuggets", llm: Mapping[str, Any] | None = None, **options: Any):
+        super().__init__(name, llm)
+        # built here so that a misspelt setting fails when the judge is built, not after generation
+        self.nuggetizer = AutoNuggetizer(**options)
+
+    @property
+    def metric_prefix(self) -> str:
+        return "nuggets/"
+
+    def per_answer_fields(self) -> list[str]:
+        return [f"nuggets/{n}" for n in SCORE_NAMES]
+
+    def metric_specs(self) -> list[MetricSpec]:
+        return [MetricSpec(f"nuggets/{n}/{{split}}", "per_answer", f"AutoNuggetizer {n} score, mean over scored "
+                           "answers", (0.0, 1.0), True) for n in SCORE_NAMES]
+
+    def evaluate(self, records: Sequence[AnswerRecord], engine: LLMEngine | None,
+                 ctx: EvalContext) -> dict[str, Any]:
+        if engine is None:
+            raise ConfigError(f"judge.{self.name} needs an `llm`")
+        nuggetizer = self.nuggetizer
+        nuggetizer.cache_dir = Path(ctx.cache_dir)
+        topics = [topic_from_record(r, nuggetizer.max_passages) for r in records]
+        sets = nuggetizer.create(engine, topics)
+        usable = [i for i, s in enumerate(sets) if s.failure is None]
+        assigned = nuggetizer.assign(engine, [(records[i].question, records[i].answer, sets[i].nuggets)
+                                              for i in usable])
+        by_index = dict(zip(usable, assigned))
+        assign_rows = []
+        skipped = 0
+        for i, (record, nset, topic) in enumerate(zip(records, sets, topics)):
+            base = {"source": topic.source, "importance_failures": nset.importance_failures,
+                    "create_failures": nset.create_failures}
+            if nset.failure in ("no_passages", "not_in_nugget_file"):
+                skipped += 1
+                record.nuggets = {**base, "skipped": True, "skip_reason": nset.failure}
+                continue
+            if nset.failure is not None:
+                record.nuggets = {**base, "parse_failed": True, "failure_stage": "create", "reason": nset.failure}
+                continue
+            result = by_index[i]
+            if result.failed_windows:
+                record.nuggets = {**base, "parse_failed": True, "failure_stage": "assign",
+                                  "failed_windows": result.failed_windows, "assignments": result.nuggets}
+                continue
+            record.nuggets = {**base, **nugget_scores(result.nuggets), "n_nuggets": len(result.nuggets),
+                              "n_vital": sum(1 for n in result.nuggets if n["importance"] == "vital"),
+                              "assignments": result.nuggets}
+            assign_rows.append({"query": nset.query, "qid": nset.qid, "answer_text": record.answer,
+                                "response_length": len(record.answer.split()), "run_id": ctx.run_dir.name,
+                                "nuggets": result.nuggets})
+        if skipped:
+            log.warning("nuggets: %d of %d records have no passages (or no nuggets in nugget_file); skipped",
+                        skipped, len(records))
+        atomic_write_jsonl(ctx.run_dir / "nuggets" / "create.jsonl", [s.record() for s in sets if s.failure is None])
+        atomic_write_jsonl(ctx.run_dir / "nuggets" / "assign.jsonl", assign_rows)
+        out = self.summary(records)
+        out["nuggets/skipped"] = skipped
+        out["nuggets/cached_topics"] = sum(1 for s in sets if s.cached)
+        return out
+
+    @staticmethod
+    def summary(records: Sequence[AnswerRecord]) -> dict[str, Any]:
+        """Flat metrics `nuggets/...`: means over scored answers by split, and failure counts."""
+        results = [(r, r.nuggets) for r in records if isinstance(r.nuggets, Mapping)]
+        scored = [(r, res) for r, res in results if not res.get("parse_failed") and "vital_strict" in res]
+        out: dict[str, Any] = {"nuggets/n_scored": len(scored),
+                               "nuggets/parse_failures": sum(1 for _, res in results if res.get("parse_failed")),
+                               "nuggets/create_failures": sum(1 for _, res in results
+                                                              if res.get("failure_stage") == "create"),
+                               "nuggets/assign_failures": sum(1 for _, res in results
+                                                              if res.get("failure_stage") == "assign"),
+                               "nuggets/importance_failures": sum(int(res.get("importance_failures", 0))
+                                                                  for _, res in results)}
+        for name in SCORE_NAMES:
+            for split in SPLITS:
+                values = [res[name] for r, res in scored if split_of(r, split)]
+                out[f"nuggets/{name}/{split}"] = mean(values) if values else None
+        counts = [res.get("n_nuggets", 0) for _, res in scored]
+        out["nuggets/mean_nuggets_per_topic"] = mean(counts) if counts else None
+        return out
+
+    def report(self, metrics: Mapping[str, Any]) -> str:
+        lines = ["## AutoNuggetizer", "",
+                 f"scored topics: {metrics.get('nuggets/n_scored')}, parse failures: "
+                 f"{metrics.get('nuggets/parse_failures')} (creation {metrics.get('nuggets/create_failures')}, "
+                 f"assignment {metrics.get('nuggets/assign_failures')}), importance windows unreadable: "
+                 f"{metrics.get('nuggets/importance_failures')}", "",
+                 "| score | all | single-hop | multi-hop |", "|---|---|---|---|"]
+        for name in SCORE_NAMES:
+            lines.append(f"| {name} | " + " | ".join(_num(metrics.get(f"nuggets/{name}/{s}")) for s in SPLITS)
+                         + " |")
+        return "\n".join(lines) + "\n"

@@ -1,9 +1,10 @@
 """Tolerant parsing of judge outputs, for engines (or models) that do not follow a JSON schema.
 
 Structured decoding makes a well-formed object the normal case, but free-text engines and small models still
-wrap JSON in prose, code fences or curly quotes, write `correctness: 2` instead of JSON, or return Python-style
-lists. Every parser here returns `None` when it cannot find a valid value, so the caller can re-ask and, in the
-end, count a parse failure instead of guessing a score.
+wrap JSON in prose, code fences or curly quotes, write `correctness: 2` (or `correctness score: 2`) instead of
+JSON, or return Python-style lists. Every parser here returns `None` when it cannot find a valid value, so the
+caller can re-ask and, in the end, count a parse failure instead of guessing a score. Integer scales take
+integers only: `1.5` or `0.9` is a parse failure, never truncated to 1 or 0 (`2.0` is the integer 2).
 """
 
 from __future__ import annotations
@@ -59,7 +60,7 @@ def _coerce(value: Any, allowed: Sequence[Any]) -> Any | None:
         if isinstance(value, float) and value.is_integer():
             value = int(value)
         elif isinstance(value, str):
-            m = re.fullmatch(r"\s*([+-]?\d+)(?:\.0+)?\s*", value)
+            m = re.fullmatch(r"\s*([+-]?\d+)(?:\.0+)?\s*", value)  # "2", "2.0"; never "1.5"
             value = int(m.group(1)) if m else None
         return value if isinstance(value, int) and value in allowed else None
     if isinstance(value, str):
@@ -94,11 +95,14 @@ def parse_fields(text: str, fields: Mapping[str, Sequence[Any]],
     for name, allowed in fields.items():
         if name in out:
             continue
+        # "correctness: 2", "**Correctness score**: 2", "correctness = 2"
+        label = rf"{re.escape(name)}(?:[\s_-]*score)?[\"'*\s]*[:=][\"'*\s]*"
         if all(isinstance(a, int) for a in allowed):
-            pattern = rf"{re.escape(name)}[\"'*\s]*[:=][\"'*\s]*([+-]?\d+(?:\.0+)?)\b"
+            # the whole number as written (1.5 stays 1.5 and is refused), not its integer prefix
+            pattern = label + r"([+-]?\d+(?:\.\d+)?)(?![\d.]*\d)"
         else:
             alts = "|".join(sorted((re.escape(str(a)) for a in allowed), key=len, reverse=True))
-            pattern = rf"{re.escape(name)}[\"'*\s]*[:=][\"'*\s]*({alts})\b"
+            pattern = label + rf"({alts})\b"
         m = re.search(pattern, plain, flags=re.IGNORECASE)
         if m:
             value = _coerce(m.group(1), allowed)

@@ -20,16 +20,17 @@ from hydra.utils import instantiate
 from omegaconf import DictConfig, OmegaConf
 
 from rag.core.errors import ConfigError
-from rag.core.io import JsonlJournal, atomic_write_json, atomic_write_jsonl, read_jsonl
+from rag.core.io import JsonlJournal, atomic_write_json, atomic_write_jsonl
 from rag.core.secrets import redact
 from rag.data.dataset import Dataset
 from rag.generate.base import GenerationContext, GenerationInput, GenerationResult, Generator
 from rag.llm.base import LLMEngine
-from rag.llm.cache import ResponseCache
+from rag.llm.factory import EngineFactory, build_engine
 from rag.metrics.qa import best_over_golds, exact_match, token_f1
+from rag.metrics.registry import REGISTRY
 from rag.metrics.retrieval import cutoff_metrics, gold_found, recall_at_cutoffs
 from rag.order.ordering import Ordering
-from rag.records import Question, ScoredPassage
+from rag.records import AnswerRecord, Question, ScoredPassage, build_answer_record, load_answer_records
 from rag.rerank.base import Reranker
 from rag.retrieve.base import Retriever
 from rag.reuse import LOADED
@@ -77,9 +78,13 @@ class Pipeline:
         self.retriever, reused = self._shared("retriever", cfg.retriever, lambda: instantiate(cfg.retriever),
                                               cfg.dataset.corpus)
         self._index_ready = reused and self.retriever.corpus is not None  # a kept index is already loaded
+        #: the one engine factory: generator, LLM reranker (Rank-R1) and judges share equal engines
+        self.engines = EngineFactory(self.cache_dir, cache_enabled=cfg.cache.llm_responses)
+        rerank_llm = cfg.rerank.get("llm") if isinstance(cfg.rerank, DictConfig) else None
         self.reranker: Reranker
-        self.reranker, _ = self._shared("rerank", cfg.rerank, lambda: instantiate(cfg.rerank))
-        self._attach_response_cache(self.reranker)
+        self.reranker, _ = self._shared(
+            "rerank", cfg.rerank, lambda: (instantiate(cfg.rerank, llm=self._engine_for(rerank_llm)) if rerank_llm
+                                           else instantiate(cfg.rerank)), cfg.cache.llm_responses)
         self.ordering: Ordering = instantiate(cfg.ordering)
         self.generator: Generator = instantiate(cfg.generator)
         self.stage_cache = StageCache(self.cache_dir, enabled=cfg.cache.stages)
@@ -92,30 +97,32 @@ class Pipeline:
         self._cutoff_scores: dict[str, dict[str, float]] = {}
         if self.generator.uses_llm:
             _ = self.engine  # fail fast on a bad llm config (a missing model file) before any index is built
-        elif cfg.judge.get("enabled", False):
-            raise ConfigError("judge.enabled=true needs answers, but generator=none writes none; "
+        elif _has_judges(cfg):
+            raise ConfigError("judges need answers, but generator=none writes none; "
                               "use judge=none for a retrieval-only run")
-
-    def _attach_response_cache(self, component: object) -> None:
-        """LLM-based stages (Rank-R1) build their own engine from YAML; give it the shared response cache."""
-        engine = getattr(component, "engine", None)
-        if isinstance(engine, LLMEngine) and engine.cache is None and self.cfg.cache.llm_responses:
-            engine.cache = ResponseCache(self.cache_dir / "llm")
 
     @property
     def engine(self) -> LLMEngine:
+        """The generator's engine (from the factory, so an equal judge or reranker config shares it)."""
         if self._engine is None:
-            def build() -> LLMEngine:
-                cache = ResponseCache(self.cache_dir / "llm", enabled=self.cfg.cache.llm_responses)
-                return instantiate(self.cfg.llm, cache=cache)
-
-            self._engine, reused = self._shared("llm", self.cfg.llm, build, self.cfg.cache.llm_responses)
+            self._engine, reused = self._shared("llm", self.cfg.llm, lambda: self._engine_for(self.cfg.llm),
+                                                self.cfg.cache.llm_responses)
             if reused:  # per-run accounting starts from zero
                 self._engine.usage = type(self._engine.usage)()
                 if hasattr(self._engine, "cost_usd"):
                     self._engine.cost_usd = 0.0
+                self.engines.adopt(self.cfg.llm, self._engine)
             self._loads_before["llm"] = 0 if not reused else _model_loads(self._engine)
         return self._engine
+
+    def _engine_for(self, llm_cfg: Any) -> LLMEngine:
+        """An engine from the run's factory; one kept for later sweep cells is adopted, not owned, so the
+        factory's `close()` leaves it loaded for the next cell."""
+        if not self.reuse:
+            return self.engines.get(llm_cfg)
+        engine = build_engine(llm_cfg, self.engines.cache)
+        self.engines.adopt(llm_cfg, engine)
+        return engine
 
     def _shared(self, slot: str, node: Any, build: Any, *extra: Any) -> tuple[Any, bool]:
         """Build a component, or take the one an earlier cell of this process built from the same config."""
@@ -201,9 +208,9 @@ class Pipeline:
                  self.reranker.k, self.ordering.name, self.generator.name)
 
         journal = JsonlJournal(run_dir / JOURNAL_FILE)
-        done = {r["id"]: r for r in journal.read()}
+        done = {r.id: r for r in map(AnswerRecord.from_json, journal.read())}
         if (run_dir / ANSWERS_FILE).exists():
-            done.update({r["id"]: r for r in read_jsonl(run_dir / ANSWERS_FILE)})
+            done.update({r.id: r for r in load_answer_records(run_dir / ANSWERS_FILE)})
         todo = [q for q in questions if q.id not in done]
         if done:
             log.info("resuming: %d answers already written, %d to go", len(done), len(todo))
@@ -215,34 +222,35 @@ class Pipeline:
             results = self.generate(part, contexts)
             rows = [self.record(q, r, c, g) for q, r, c, g in zip(part, retrieved, contexts, results)]
             for row in rows:  # recall at metrics.recall_at cutoffs (rank() computed them from the deep lists)
-                row["scores"].update(self._cutoff_scores.pop(row["id"], {}))
-            journal.append(rows)
-            done.update({row["id"]: row for row in rows})
+                row.scores.update(self._cutoff_scores.pop(row.id, {}))
+            journal.append([row.to_json() for row in rows])
+            done.update({row.id: row for row in rows})
         if not todo:  # still load the index so that timings are comparable between runs
             self.prepare_index()
 
         records = [done[q.id] for q in questions]
         metrics = self.metrics(records, coverage)
-        if self.cfg.judge.get("enabled", False):
-            from eval.engines import llm_key
+        if self.cfg.get("judge"):
             from eval.hook import evaluate_records
 
             with self.timer.stage("evaluate"):
-                # a judge configured with the run's own `llm` reuses the loaded generator model
-                metrics.update(evaluate_records(self.cfg.judge, records, run_dir, self.cache_dir,
-                                                engines={llm_key(self.cfg.llm): self.engine}))
+                # judges come from the run's engine factory: one configured with the run's `llm` reuses it
+                metrics.update(evaluate_records(self.cfg.judge, records, run_dir, self.cache_dir, self.engines))
         metrics.update({f"time/{k}_s": round(v, 3) for k, v in self.timer.seconds.items()})
         metrics["time/total_s"] = round(time.perf_counter() - start, 3)
+        undeclared = REGISTRY.undeclared(metrics)
+        if undeclared:
+            log.warning("metrics not declared in rag/metrics/registry.py: %s", ", ".join(undeclared))
 
-        atomic_write_jsonl(run_dir / ANSWERS_FILE, records)
+        atomic_write_jsonl(run_dir / ANSWERS_FILE, [r.to_json() for r in records])
         atomic_write_json(run_dir / METRICS_FILE, metrics)
         atomic_write_json(run_dir / "config.json", redact(OmegaConf.to_container(self.cfg, resolve=True)))
         journal.path.unlink(missing_ok=True)
         return metrics
 
     def record(self, question: Question, retrieved: list[ScoredPassage], context: list[ScoredPassage],
-               result: GenerationResult) -> dict[str, Any]:
-        """One answers.jsonl line: the LiveRAG submission fields, then ours."""
+               result: GenerationResult) -> AnswerRecord:
+        """One answers.jsonl line: the LiveRAG submission fields, then ours (`rag.records.AnswerRecord`)."""
         used = result.passages if result.passages is not None else (
             self.ordering.order(context) if self.generator.uses_ordering else context)
         golds = [question.answer, *question.answer_aliases] if question.answer is not None else []
@@ -255,25 +263,17 @@ class Pipeline:
                 frac, any_found, all_found = gold_found(question.gold_doc_ids, ranked, len(ranked))
                 scores.update({f"recall_{stage}": frac, f"recall_{stage}_any": any_found,
                                f"recall_{stage}_all": all_found})
-        return {
-            "id": question.id, "question": question.question, "answer": result.answer,
-            "passages": [{"doc_IDs": [p.passage.doc_id], "passage": p.passage.text} for p in used],
-            "final_prompt": result.final_prompt,
-            "generator": self.generator.name,
-            "gold_answer": question.answer, "gold_answer_aliases": question.answer_aliases,
-            "gold_doc_ids": question.gold_doc_ids, "gold_docs": question.gold_docs,
-            "hop": question.hop, "categories": question.categories,
-            "retrieved": [p.to_dict() for p in retrieved], "reranked": [p.to_dict() for p in context],
-            "context": [p.passage.passage_id for p in used],
-            "steps": result.steps, "parse_failed": result.parse_failed, "fallback": result.fallback,
-            "scores": scores,
-        }
+        return build_answer_record(question, retrieved, context, used, result, self.generator.name, scores)
 
-    def metrics(self, records: list[dict[str, Any]], coverage: dict[str, int]) -> dict[str, Any]:
-        """Run metrics, overall and split single-hop / multi-hop."""
+    def metrics(self, records: list[AnswerRecord], coverage: dict[str, int]) -> dict[str, Any]:
+        """Run metrics, overall and split single-hop / multi-hop; every name is declared in the registry.
+
+        LLM usage here is the generator's engine up to now (generation, and Rank-R1 when it shares the engine);
+        evaluation adds its own `eval/...` counters later.
+        """
         m: dict[str, Any] = {"n_questions": len(records), **coverage}
-        splits = {"all": records, "single": [r for r in records if r["hop"] == "single"],
-                  "multi": [r for r in records if r["hop"] == "multi"]}
+        splits = {"all": records, "single": [r for r in records if r.hop == "single"],
+                  "multi": [r for r in records if r.hop == "multi"]}
         k_retr, k_rerank = self.retriever.k, self.reranker.k or self.retriever.k
         for split, rows in splits.items():
             m[f"n_{split}"] = len(rows)
@@ -284,19 +284,20 @@ class Pipeline:
                               ("recall_rerank", f"recall/rerank@{k_rerank}"),
                               ("recall_rerank_any", f"recall/rerank@{k_rerank}_any"),
                               ("recall_rerank_all", f"recall/rerank@{k_rerank}_all")):
-                values = [r["scores"][key] for r in rows if key in r["scores"]]
+                values = [r.scores[key] for r in rows if key in r.scores]
                 if values:
                     m[f"{name}/{split}"] = round(mean(values), 6)
         # recall at every metrics.recall_at cutoff (issue 14): recall/<stage>@<k>[_any|_all]/<split>
         m.update(cutoff_metrics(splits))
-        m["parse_failures"] = sum(bool(r.get("parse_failed")) for r in records)
+        m["parse_failures"] = sum(r.parse_failed for r in records)
         usage = self._engine.usage if self._engine is not None else None
         counters = self.stage_cache.counters
         m["model_loads"] = self.model_loads()
         m.update({"retrieval_calls": counters.retrieval_calls, "rerank_calls": counters.rerank_calls,
                   "retrieval_cache_hits": counters.retrieval_cache_hits,
                   "rerank_cache_hits": counters.rerank_cache_hits,
-                  "llm_calls": usage.calls if usage else 0, "llm_cache_hits": usage.cache_hits if usage else 0,
+                  "llm_calls": usage.calls if usage else 0, "llm_retries": usage.retries if usage else 0,
+                  "llm_cache_hits": usage.cache_hits if usage else 0,
                   "prompt_tokens": usage.prompt_tokens if usage else 0,
                   "completion_tokens": usage.completion_tokens if usage else 0,
                   "llm_seconds": round(usage.seconds, 3) if usage else 0.0})
@@ -311,9 +312,16 @@ class Pipeline:
         return m
 
     def close(self) -> None:
-        for part in (self._engine, self.retriever, self.reranker):
+        for part in (self.retriever, self.reranker):
             if part is not None and not LOADED.holds(part):  # kept ones serve the next sweep cell
                 part.close()
+        self.engines.close()
+
+
+def _has_judges(cfg: DictConfig) -> bool:
+    from eval.hook import judge_nodes
+
+    return bool(judge_nodes(cfg.get("judge")))
 
 
 def _reuse_loaded(cfg: DictConfig) -> bool:

@@ -1,12 +1,21 @@
 """The records that flow one way through the pipeline: questions and passages in, answers out.
 
-They are plain dataclasses so that every stage can write them as JSONL lines and read them back unchanged.
+Questions and passages are plain dataclasses. The answer record (`AnswerRecord`, one `answers.jsonl` line) is a
+typed pydantic model with one builder (`build_answer_record`), read by evaluation, export, loggers and
+agreement; its JSON keeps the field names of earlier runs, so old `answers.jsonl` files load and can be re-judged.
 """
 
 from __future__ import annotations
 
+import math
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+if TYPE_CHECKING:
+    from rag.generate.base import GenerationResult
 
 
 @dataclass
@@ -57,3 +66,147 @@ class ScoredPassage:
 def with_ranks(passages: list[ScoredPassage]) -> list[ScoredPassage]:
     """Number a ranked list 1..n in its current order."""
     return [ScoredPassage(p.passage, p.score, i + 1) for i, p in enumerate(passages)]
+
+
+class SubmittedPassage(BaseModel):
+    """A passage as the LiveRAG submission format lists it (the text the generator saw)."""
+
+    model_config = ConfigDict(extra="allow")
+
+    doc_IDs: list[str] = Field(default_factory=list)  # noqa: N815 - the LiveRAG field name
+    passage: str = ""
+
+
+def _number(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+
+
+class AnswerRecord(BaseModel):
+    """One answer of a run: the LiveRAG submission fields, gold information, stage outputs and evaluations.
+
+    `judges[<name>]` holds one judge's result (scores, or `parse_failed` / `skipped` markers) and `nuggets`
+    the AutoNuggetizer's; both are absent until evaluation. Unknown fields are kept (forward compatibility).
+    """
+
+    model_config = ConfigDict(extra="allow")
+
+    id: str
+    question: str = ""
+    answer: str = ""
+    passages: list[SubmittedPassage] = Field(default_factory=list)
+    final_prompt: str | None = None
+    generator: str | None = None
+    gold_answer: str | None = None
+    gold_answer_aliases: list[str] = Field(default_factory=list)
+    gold_doc_ids: list[str] = Field(default_factory=list)
+    gold_docs: list[str] = Field(default_factory=list)
+    hop: str | None = "single"
+    categories: dict[str, Any] = Field(default_factory=dict)
+    retrieved: list[dict[str, Any]] = Field(default_factory=list)
+    reranked: list[dict[str, Any]] = Field(default_factory=list)
+    context: list[str] = Field(default_factory=list)
+    steps: dict[str, Any] | None = Field(default_factory=dict)
+    parse_failed: bool = False
+    fallback: str | None = None
+    #: per-answer string and retrieval scores (f1, em, recall_<stage>[_any|_all])
+    scores: dict[str, float] = Field(default_factory=dict)
+    judges: dict[str, dict[str, Any]] = Field(default_factory=dict)
+    nuggets: dict[str, Any] | None = None
+
+    @field_validator("id", mode="before")
+    @classmethod
+    def _id_as_text(cls, value: Any) -> str:
+        return str(value)
+
+    @field_validator("answer", "question", mode="before")
+    @classmethod
+    def _none_as_empty(cls, value: Any) -> str:
+        return "" if value is None else value
+
+    @field_validator("scores", mode="before")
+    @classmethod
+    def _scores_as_floats(cls, value: Any) -> dict[str, float]:
+        return {k: float(v) for k, v in (value or {}).items() if _number(v) or isinstance(v, bool)}
+
+    @classmethod
+    def from_json(cls, row: Mapping[str, Any], where: str = "answers.jsonl") -> AnswerRecord:
+        """A record from one JSONL row; a malformed row raises a DataError naming `where`."""
+        from pydantic import ValidationError
+
+        from rag.core.errors import DataError
+
+        try:
+            return cls.model_validate(dict(row))
+        except ValidationError as err:
+            first = err.errors()[0]
+            raise DataError(f"{where}: not an answer record ({'.'.join(map(str, first['loc']))}: "
+                            f"{first['msg']})") from None
+
+    def to_json(self) -> dict[str, Any]:
+        """The answers.jsonl line: evaluation fields only once evaluated (as earlier runs wrote them)."""
+        out = self.model_dump(mode="json")
+        if not out.get("judges"):
+            out.pop("judges", None)
+        if out.get("nuggets") is None:
+            out.pop("nuggets", None)
+        return out
+
+    # -- what evaluation reads ---------------------------------------------------------------------------------
+    @property
+    def has_gold(self) -> bool:
+        return isinstance(self.gold_answer, str) and bool(self.gold_answer.strip())
+
+    def passage_texts(self) -> list[str]:
+        return [p.passage for p in self.passages]
+
+    def gold_texts(self) -> list[str]:
+        return [d for d in self.gold_docs if isinstance(d, str) and d.strip()]
+
+    def judge_scores(self) -> dict[str, float]:
+        """`judge/<name>/<field>` -> value for every numeric field of every judge result that parsed."""
+        out: dict[str, float] = {}
+        for name, result in self.judges.items():
+            if not isinstance(result, Mapping) or result.get("parse_failed"):
+                continue
+            for key, value in result.items():
+                if key not in ("attempts",) and _number(value):
+                    out[f"judge/{name}/{key}"] = float(value)
+        return out
+
+    def nugget_scores(self) -> dict[str, float]:
+        """`nuggets/<metric>` -> value, when the answer was scored (not skipped, not a parse failure)."""
+        from_names = ("vital_strict", "all_strict", "vital", "all")
+        n = self.nuggets
+        if not isinstance(n, Mapping) or n.get("parse_failed") or n.get("skipped"):
+            return {}
+        return {f"nuggets/{k}": float(n[k]) for k in from_names if _number(n.get(k))}
+
+    def evaluation_values(self) -> dict[str, float]:
+        """Every per-answer score by evaluation name: `scores/<name>`, `judge/<j>/<field>`, `nuggets/<m>`."""
+        out = {f"scores/{k}": v for k, v in self.scores.items() if _number(v)}
+        out.update(self.judge_scores())
+        out.update(self.nugget_scores())
+        return out
+
+
+def build_answer_record(question: Question, retrieved: list[ScoredPassage], context: list[ScoredPassage],
+                        used: list[ScoredPassage], result: GenerationResult, generator: str,
+                        scores: Mapping[str, float]) -> AnswerRecord:
+    """The one way an answer record is made: from the question, the stages' passages and the generation."""
+    return AnswerRecord(
+        id=question.id, question=question.question, answer=result.answer,
+        passages=[SubmittedPassage(doc_IDs=[p.passage.doc_id], passage=p.passage.text) for p in used],
+        final_prompt=result.final_prompt, generator=generator,
+        gold_answer=question.answer, gold_answer_aliases=list(question.answer_aliases),
+        gold_doc_ids=list(question.gold_doc_ids), gold_docs=list(question.gold_docs),
+        hop=question.hop, categories=dict(question.categories),
+        retrieved=[p.to_dict() for p in retrieved], reranked=[p.to_dict() for p in context],
+        context=[p.passage.passage_id for p in used], steps=result.steps, parse_failed=result.parse_failed,
+        fallback=result.fallback, scores=dict(scores))
+
+
+def load_answer_records(path: Any) -> list[AnswerRecord]:
+    """Every record of an answers.jsonl file (a malformed line names the file and line)."""
+    from rag.core.io import iter_jsonl_numbered
+
+    return [AnswerRecord.from_json(row, where=f"{path} line {i}") for i, row in iter_jsonl_numbered(path)]

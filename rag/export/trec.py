@@ -15,7 +15,8 @@ import re
 from pathlib import Path
 from typing import Any
 
-from rag.core.io import atomic_write_jsonl, read_jsonl
+from rag.core.io import atomic_write_jsonl
+from rag.records import AnswerRecord, load_answer_records
 
 _SENTENCE_END = re.compile(r"(?<=[.!?])\s+(?=[A-Z0-9\"'(\[])")
 _MARKER = re.compile(r"\s*\[(\d+(?:\s*,\s*\d+)*)\]")
@@ -25,35 +26,36 @@ def split_sentences(text: str) -> list[str]:
     return [s.strip() for s in _SENTENCE_END.split(text.strip()) if s.strip()]
 
 
-def to_trec(record: dict[str, Any], run_id: str) -> dict[str, Any]:
-    passages = record.get("passages", [])
+def to_trec(record: AnswerRecord | dict[str, Any], run_id: str) -> dict[str, Any]:
+    if not isinstance(record, AnswerRecord):
+        record = AnswerRecord.from_json(record)
     references: list[str] = []
     label_to_ref: dict[int, int] = {}
-    for label, passage in enumerate(passages, start=1):
-        doc_id = (passage.get("doc_IDs") or [""])[0]
+    for label, passage in enumerate(record.passages, start=1):
+        doc_id = (passage.doc_IDs or [""])[0]
         if doc_id not in references:
             references.append(doc_id)
         label_to_ref[label] = references.index(doc_id)
-    sentences = (record.get("steps") or {}).get("sentences")
+    sentences = (record.steps or {}).get("sentences")
     answer = []
     if sentences:  # already [{text, citations}] with citations as passage labels
         for s in sentences:
             cites = sorted({label_to_ref[c] for c in s.get("citations", []) if c in label_to_ref})
             answer.append({"text": s["text"], "citations": cites})
     else:
-        for sentence in split_sentences(record.get("answer", "")):
+        for sentence in split_sentences(record.answer):
             labels = [int(n) for m in _MARKER.findall(sentence) for n in m.split(",")]
             text = _MARKER.sub("", sentence).strip()
             if text:
                 answer.append({"text": text,
                                "citations": sorted({label_to_ref[n] for n in labels if n in label_to_ref})})
-    return {"run_id": run_id, "topic_id": str(record["id"]), "topic": record.get("question", ""),
+    return {"run_id": run_id, "topic_id": record.id, "topic": record.question,
             "references": references, "response_length": sum(len(a["text"].split()) for a in answer),
             "answer": answer}
 
 
 def export(answers: Path, out: Path, run_id: str) -> int:
-    rows = [to_trec(r, run_id) for r in read_jsonl(answers)]
+    rows = [to_trec(r, run_id) for r in load_answer_records(answers)]
     atomic_write_jsonl(out, rows)
     return len(rows)
 

@@ -48,8 +48,8 @@ class AnthropicEngine(ConcurrentAPIEngine):
                  base_url: str | None = None, concurrency: int = 4, timeout_s: float = 120.0, max_retries: int = 6,
                  backoff_initial_s: float = 2.0, backoff_max_s: float = 60.0,
                  price_input_per_mtok: float | None = 0.8, price_output_per_mtok: float | None = 4.0,
-                 cache: ResponseCache | None = None, default_params: dict[str, Any] | None = None):
-        super().__init__(model=model, chat_format="chat", cache=cache, default_params=default_params,
+                 cache: ResponseCache | None = None):
+        super().__init__(model=model, chat_format="chat", cache=cache,
                          supports_json_schema=False, concurrency=concurrency,
                          price_input_per_mtok=price_input_per_mtok, price_output_per_mtok=price_output_per_mtok)
         self.api_key_env = api_key_env
@@ -133,7 +133,7 @@ class AnthropicEngine(ConcurrentAPIEngine):
         kwargs = self._create_kwargs(client.messages.create, body)
         try:
             resp = call_with_retries(lambda: client.messages.create(**kwargs), self.max_retries, is_retryable,
-                                     self.backoff_initial_s, self.backoff_max_s)
+                                     self.backoff_initial_s, self.backoff_max_s, on_attempt=self.count_attempt)
         except Exception as err:
             import anthropic
 

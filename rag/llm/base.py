@@ -9,6 +9,7 @@ work; each answer is stored as soon as it completes.
 
 from __future__ import annotations
 
+import threading
 import time
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Sequence
@@ -63,9 +64,14 @@ class Completion:
 
 @dataclass
 class Usage:
-    """What an engine really did in this process (cache hits are counted apart)."""
+    """What an engine really did in this process (cache hits are counted apart).
+
+    `retries` counts extra attempts of remote requests (timeouts, rate limits, server errors): a retried
+    request was work for the backend, and its seconds are in `seconds` too.
+    """
 
     calls: int = 0
+    retries: int = 0
     cache_hits: int = 0
     prompt_tokens: int = 0
     completion_tokens: int = 0
@@ -79,17 +85,17 @@ class LLMEngine(ABC):
     """Base class: caching, usage accounting and prompt rendering; subclasses implement `_generate`."""
 
     def __init__(self, model: str, chat_format: str = "auto", cache: ResponseCache | None = None,
-                 default_params: dict[str, Any] | None = None, supports_json_schema: bool = False):
+                 supports_json_schema: bool = False):
         self.model = model
         #: "plain" renders messages as text with stop sequences (base models); "chat" uses the model's template
         self.chat_format = chat_format
         self.cache = cache
-        self.default_params = SamplingParams(**{k: (tuple(v) if k == "stop" else v)
-                                                for k, v in (default_params or {}).items()})
+        # sampling settings belong to the caller (generator, judge, reranker config), never to the engine
         self.supports_json_schema = supports_json_schema
         self.usage = Usage()
         self._plain = PlainTextRenderer()
         self._identity: dict[str, Any] | None = None
+        self._usage_lock = threading.Lock()
 
     # -- public API -------------------------------------------------------------------------------------------
     def generate(self, requests: Sequence[LLMRequest], desc: str = "generate") -> list[Completion]:
@@ -132,6 +138,12 @@ class LLMEngine(ABC):
             for j, completion in enumerate(fresh):
                 completed(j, completion)  # engines that only return whole batches (vLLM) are stored here
         return [r for r in results if r is not None]
+
+    def count_attempt(self, attempt: int) -> None:
+        """`on_attempt` hook for `rag.core.retry.call_with_retries`: every attempt after the first is work."""
+        if attempt > 1:
+            with self._usage_lock:
+                self.usage.retries += 1
 
     def render(self, request: LLMRequest) -> str:
         """The prompt text as the model sees it (stored as `final_prompt`)."""

@@ -57,14 +57,13 @@ def resolve_model_file(model_path: str | None, model_package: str | None, model_
 
 class LlamaCppEngine(LLMEngine):
     def __init__(self, model_path: str | None = None, model_package: str | None = None,
-                 model_file: str | None = None, model_name: str | None = None, n_ctx: int = 8192, n_threads: int | None = None,
-                 n_batch: int = 512, n_ubatch: int | None = None, chat_format: str = "auto", seed: int = 0,
-                 repeat_penalty: float = 1.0, top_k: int = 40, min_p: float = 0.05,
-                 cache: ResponseCache | None = None,
-                 default_params: dict[str, Any] | None = None, verbose: bool = False):
+                 model_file: str | None = None, model_name: str | None = None, n_ctx: int = 8192,
+                 n_threads: int | None = None, n_batch: int = 512, n_ubatch: int | None = None,
+                 chat_format: str = "auto", seed: int = 0, repeat_penalty: float = 1.0, top_k: int = 40,
+                 min_p: float = 0.05, cache: ResponseCache | None = None, verbose: bool = False):
         self.model_file = resolve_model_file(model_path, model_package, model_file)
         super().__init__(model=model_name or self.model_file.stem, chat_format=chat_format, cache=cache,
-                         default_params=default_params, supports_json_schema=True)
+                         supports_json_schema=True)
         self.n_ctx, self.n_threads, self.n_batch, self.seed, self.verbose = n_ctx, n_threads, n_batch, seed, verbose
         #: tokens per compute step; llama.cpp reserves n_ubatch x vocabulary floats for logits (262k-token
         #: vocabularies: 512 -> 0.5 GB), so a smaller value saves memory at little cost on a CPU

@@ -40,9 +40,9 @@ class OpenAICompatibleEngine(ConcurrentAPIEngine):
     def __init__(self, model: str, base_url: str, api_key_env: str | None = "OPENAI_API_KEY",
                  chat_format: str = "chat", json_mode: str = "json_schema", concurrency: int = 8,
                  timeout_s: float = 120.0, max_retries: int = 4, cache: ResponseCache | None = None,
-                 default_params: dict[str, Any] | None = None, extra_body: dict[str, Any] | None = None,
+                 extra_body: dict[str, Any] | None = None,
                  price_input_per_mtok: float | None = None, price_output_per_mtok: float | None = None):
-        super().__init__(model=model, chat_format=chat_format, cache=cache, default_params=default_params,
+        super().__init__(model=model, chat_format=chat_format, cache=cache,
                          supports_json_schema=json_mode != "none", concurrency=concurrency,
                          price_input_per_mtok=price_input_per_mtok, price_output_per_mtok=price_output_per_mtok)
         self.base_url = base_url
@@ -145,7 +145,7 @@ class OpenAICompatibleEngine(ConcurrentAPIEngine):
             resp = self.client.chat.completions.create(**kwargs, extra_body=extra or None)
             return resp, resp.choices[0].message.content or ""
 
-        resp, text = call_with_retries(once, self.max_retries, _retryable, 1.0, 30.0)
+        resp, text = call_with_retries(once, self.max_retries, _retryable, 1.0, 30.0, on_attempt=self.count_attempt)
         usage = resp.usage
         return Completion(text=text.strip(), prompt_tokens=getattr(usage, "prompt_tokens", 0) or 0,
                           completion_tokens=getattr(usage, "completion_tokens", 0) or 0,

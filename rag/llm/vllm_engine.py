@@ -17,8 +17,8 @@ class VLLMEngine(LLMEngine):
     def __init__(self, model: str, tensor_parallel_size: int = 1, max_model_len: int | None = None,
                  gpu_memory_utilization: float = 0.9, dtype: str = "auto", seed: int = 0,
                  chat_format: str = "chat", trust_remote_code: bool = False, download_dir: str | None = None,
-                 cache: ResponseCache | None = None, default_params: dict[str, Any] | None = None):
-        super().__init__(model=model, chat_format=chat_format, cache=cache, default_params=default_params,
+                 cache: ResponseCache | None = None):
+        super().__init__(model=model, chat_format=chat_format, cache=cache,
                          supports_json_schema=True)
         self.engine_args = dict(model=model, tensor_parallel_size=tensor_parallel_size,
                                 max_model_len=max_model_len, gpu_memory_utilization=gpu_memory_utilization,
@@ -47,6 +47,29 @@ class VLLMEngine(LLMEngine):
             self._llm = LLM(**{k: v for k, v in self.engine_args.items() if v is not None})
             self.model_loads += 1
         return self._llm
+
+    def close(self) -> None:
+        """Free the GPU memory of the loaded model, so another model (a judge) can load in the same process."""
+        if self._llm is None:
+            return
+        import contextlib
+        import gc
+
+        self._llm = None
+        with contextlib.suppress(ImportError, AttributeError, RuntimeError):
+            from vllm.distributed.parallel_state import (
+                destroy_distributed_environment,
+                destroy_model_parallel,
+            )
+
+            destroy_model_parallel()
+            destroy_distributed_environment()
+        gc.collect()
+        with contextlib.suppress(ImportError, RuntimeError):
+            import torch
+
+            if torch.cuda.is_available():
+                torch.cuda.empty_cache()
 
     def sampling_params(self, request: LLMRequest):
         """Translate our parameters to vLLM's, with JSON-schema guided decoding where asked."""

@@ -1,20 +1,72 @@
 """Weights & Biases logger, offline by default so it works on compute nodes without network.
 
 Offline runs land in `<dir>/wandb/offline-run-*`; `wandb sync <dir>/wandb/offline-run-*` uploads them later.
-The config is redacted before logging, so no secret reaches W&B.
+The config is redacted before logging, so no secret reaches W&B. Metric directions come from the registry
+(`define_metric` keeps the max of a quality metric and the min of a cost), and the `answers` table has one column per judge field and nugget metric that any
+answer carries, next to the answer's string scores.
 """
 
 from __future__ import annotations
 
 import json
+import logging
 import os
+from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 from rag.core.secrets import redact
 from rag.loggers.base import RunLogger
+from rag.metrics.registry import REGISTRY
+from rag.records import AnswerRecord
+
+log = logging.getLogger(__name__)
 
 #: answers-table columns: short, readable fields (prompts and passages stay in answers.jsonl)
 TABLE_COLUMNS = ("id", "hop", "question", "answer", "gold_answer", "f1", "em", "recall_rerank", "parse_failed")
+
+
+def answers_table_rows(records: Sequence[AnswerRecord], max_chars: int = 2000
+                       ) -> tuple[list[str], list[list[Any]]]:
+    """Columns and rows of the answers table: the fixed columns, then `judge/<j>/<field>` and `nuggets/<m>`."""
+    evals: list[str] = []
+    for r in records:
+        for name in (*r.judge_scores(), *r.nugget_scores()):
+            if name not in evals:
+                evals.append(name)
+    evals = sorted(e for e in evals if e.startswith("judge/")) + sorted(e for e in evals if e.startswith("nug"))
+    rows = []
+    for r in records:
+        values = {**r.judge_scores(), **r.nugget_scores()}
+        row = [r.id, r.hop, r.question, r.answer, r.gold_answer, r.scores.get("f1"), r.scores.get("em"),
+               r.scores.get("recall_rerank"), r.parse_failed, *(values.get(e) for e in evals)]
+        rows.append([v[:max_chars] if isinstance(v, str) else v for v in row])
+    return [*TABLE_COLUMNS, *evals], rows
+
+
+def swept_keys_of(sweep_dir: Path) -> set[str] | None:
+    """Keys the sweep varies (`rerank.k=5,10` -> rerank.k), from Hydra's `multirun.yaml`; None outside a sweep."""
+    path = sweep_dir / "multirun.yaml"
+    if not path.is_file():
+        return None
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+    from omegaconf import OmegaConf
+
+    task = OmegaConf.select(OmegaConf.load(path), "hydra.overrides.task", default=None) or []
+    parsed = OverridesParser.create().parse_overrides([str(o) for o in task])
+    return {o.get_key_element().lstrip("+~") for o in parsed if o.is_sweep_override()}
+
+
+def swept_only(tags: Sequence[str], run_dir: Path) -> list[str]:
+    """In a sweep cell, keep the tags of swept values only (`rerank.k=5`), not overrides every cell shares."""
+    try:
+        swept = swept_keys_of(run_dir.parent)
+    except Exception as err:  # noqa: BLE001 - tags are a convenience; never fail a finished run over them
+        log.warning("cannot read the sweep's overrides (%s); tagging the run with all of its overrides", err)
+        return list(tags)
+    if swept is None:
+        return list(tags)
+    return [t for t in tags if t.split("=", 1)[0].lstrip("+~") in swept]
 
 
 class WandbLogger(RunLogger):
@@ -29,23 +81,26 @@ class WandbLogger(RunLogger):
         import wandb
 
         os.environ.setdefault("WANDB_SILENT", "true")
+        run_dir = Path(run_dir)
         wandb_dir = Path(self.dir or run_dir)
         wandb_dir.mkdir(parents=True, exist_ok=True)
+        typed = [r if isinstance(r, AnswerRecord) else AnswerRecord.from_json(r) for r in records]
         run = wandb.init(project=self.project, entity=self.entity, mode=self.mode, dir=str(wandb_dir),
-                         name=name, group=group or self.group, tags=[*self.tags, *(tags or [])],
+                         name=name, group=group or self.group,
+                         tags=[*self.tags, *swept_only(tags or [], run_dir)],
                          config=redact(config), reinit="finish_previous")
         try:
+            numeric = {k: v for k, v in metrics.items() if isinstance(v, (int, float)) and not isinstance(v, bool)}
+            for key in numeric:
+                direction = REGISTRY.direction(key)
+                if direction:
+                    run.define_metric(key, summary="max" if direction > 0 else "min")
             run.summary.update(metrics)
-            run.log({k: v for k, v in metrics.items() if isinstance(v, (int, float))})
-            if self.log_answers_table and records:
-                table = wandb.Table(columns=list(TABLE_COLUMNS))
-                for r in records:
-                    scores = r.get("scores", {})
-                    row = [r.get("id"), r.get("hop"), r.get("question"), r.get("answer"), r.get("gold_answer"),
-                           scores.get("f1"), scores.get("em"), scores.get("recall_rerank"), r.get("parse_failed")]
-                    table.add_data(*[v[: self.table_max_chars] if isinstance(v, str) else v for v in row])
-                run.log({"answers": table})
-            (Path(run_dir) / "wandb_run.json").write_text(json.dumps(
+            run.log(numeric)
+            if self.log_answers_table and typed:
+                columns, rows = answers_table_rows(typed, self.table_max_chars)
+                run.log({"answers": wandb.Table(columns=columns, data=rows, allow_mixed_types=True)})
+            (run_dir / "wandb_run.json").write_text(json.dumps(
                 {"id": run.id, "mode": self.mode, "dir": str(wandb_dir / "wandb")}))
         finally:
             run.finish()

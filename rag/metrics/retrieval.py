@@ -46,14 +46,15 @@ def recall_at_cutoffs(gold_doc_ids: list[str], ranked_doc_ids: list[str], cutoff
 _CUTOFF_SCORE = re.compile(r"^recall_(?P<stage>[a-z]+)@(?P<k>\d+)(?P<kind>_any|_all)?$")
 
 
-def cutoff_metrics(splits: dict[str, list[dict[str, Any]]]) -> dict[str, float]:
+def cutoff_metrics(splits: dict[str, list[Any]]) -> dict[str, float]:
     """Run metrics `recall/<stage>@<k>[_any|_all]/<split>`: the mean of the per-question cutoff scores that
     `recall_at_cutoffs` put in each record's `scores`, per split (all, single, multi)."""
     out: dict[str, float] = {}
     for split, rows in splits.items():
         sums: dict[str, list[float]] = {}
         for row in rows:
-            for key, value in (row.get("scores") or {}).items():
+            scores = row.get("scores") if isinstance(row, dict) else row.scores  # a JSON row or an AnswerRecord
+            for key, value in (scores or {}).items():
                 match = _CUTOFF_SCORE.match(key)
                 if match:
                     name = f"recall/{match['stage']}@{match['k']}{match['kind'] or ''}/{split}"

@@ -1,12 +1,16 @@
 """One table for a whole sweep: a row per cell, a column per swept value and per metric, the best cell marked.
 
-    python -m rag.sweep.summary SWEEP_DIR [--no-wandb] [--agreement 'scores/*' 'judge/*']
+    python -m rag.sweep.summary SWEEP_DIR [--no-wandb] [--agreement 'judge/*' 'nuggets/*']
 
 Also runs automatically at the end of every multirun (`rag.sweep.callback.SweepSummaryCallback`). Writes, in
-the sweep folder and atomically: `summary.csv` (every metric), `summary.md` (quality and cost metrics, best
-values in bold, plus a best-cell-per-metric table), `best.csv`, and - when the `eval` package's agreement
-module is importable - `agreement.csv` / `agreement.md` (Kendall tau between evaluations over the cells). The
-same tables go to one W&B "sweep-summary" run in the sweep's group, next to the cells' own runs.
+the sweep folder and atomically: `summary.md` (led by the judge x nugget-metric agreement matrix when the cells
+were judged, then the quality and cost metrics with the best value of each column in bold), `summary.csv`
+(every metric), `best.csv`, and `agreement.csv` (every pair) / `agreement.md` / `agreement.png` (heatmap).
+Each metric keeps its own column (`recall/rerank@5` and `@20` are different metrics); what is ranked, and in
+which direction, comes from the metric registry (`rag.metrics.registry`): quality up, cost down, and bookkeeping
+(cache hits, question counts, distributions) never "best". The
+same tables go to one W&B "sweep-summary" run in the sweep's group, with a run id derived from the sweep folder
+so that a re-summary (after a resubmission) updates that run instead of adding another.
 """
 
 from __future__ import annotations
@@ -16,39 +20,23 @@ import csv
 import io
 import logging
 import math
-import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from rag.core.hashing import stable_hash
 from rag.core.io import atomic_write_json, atomic_write_text
+from rag.metrics.registry import REGISTRY
 from rag.sweep.cells import Cell, Sweep, load_sweep
 
 log = logging.getLogger(__name__)
 
-#: "@<k>" in a metric name: the cut-off the cell itself used
-AT_K = re.compile(r"@\d+(?=[_/]|$)")
-
-#: metrics where lower is better (cost); everything under these prefixes / with these names
-_LOWER_PREFIXES = ("time/",)
-_LOWER_NAMES = {"retrieval_calls", "rerank_calls", "llm_calls", "prompt_tokens", "completion_tokens",
-                "llm_seconds", "parse_failures", "fallbacks"}
-#: metrics where higher is better (quality, throughput)
-_HIGHER_PREFIXES = ("answer/", "recall/", "judge/", "nuggets/", "eval/", "ndcg", "mrr", "map")
-_HIGHER_NAMES = {"llm_tokens_per_s"}
-
 
 def metric_direction(name: str) -> int:
-    """+1 when a higher value is better, -1 when lower is better, 0 for bookkeeping (counts, cache hits)."""
-    if name in _HIGHER_NAMES:
-        return 1
-    if (name in _LOWER_NAMES or name.startswith(_LOWER_PREFIXES) or "cost" in name or "seconds" in name
-            or name.endswith("_s")):
-        return -1
-    if name.startswith(_HIGHER_PREFIXES):
-        return 1
-    return 0
+    """+1 when a higher value is better, -1 when lower is better, 0 when not ranked (bookkeeping, shares) or
+    undeclared: the registry decides."""
+    return REGISTRY.direction(name)
 
 
 def _is_number(value: Any) -> bool:
@@ -74,6 +62,8 @@ class SweepSummary:
     best: dict[str, Best]
     agreement_csv: str | None = None
     agreement_md: str | None = None
+    #: eval.agreement.Agreement when computed (the matrix and every pair)
+    agreement: Any = None
     files: dict[str, Path] = field(default_factory=dict)
 
     @property
@@ -103,28 +93,16 @@ def collect(sweep_dir: str | Path) -> SweepSummary:
         for key, value in (cell.metrics or {}).items():
             if _is_number(value) and key not in metric_names:
                 metric_names.append(key)
-    # metrics named after the cell's own k (recall/rerank@3/all) also get one "@k" column across cells
-    by_alias: dict[str, list[str]] = {}
-    for name in metric_names:
-        if AT_K.search(name):
-            by_alias.setdefault(AT_K.sub("@k", name), []).append(name)
-    aliases = {alias: names for alias, names in by_alias.items() if len(names) > 1}
-    ordered: list[str] = []
-    for name in metric_names:  # each "@k" column right before the per-k columns it stands for
-        alias = AT_K.sub("@k", name)
-        if alias in aliases and alias not in ordered:
-            ordered.append(alias)
-        ordered.append(name)
-    metric_names = ordered
+    undeclared = REGISTRY.undeclared(metric_names)
+    if undeclared:
+        log.warning("metrics not declared in rag/metrics/registry.py (listed, never ranked): %s",
+                    ", ".join(undeclared))
     rows = []
     for cell in sweep.cells:
         values = cell.values
         row: dict[str, Any] = {"cell": cell.name, "status": _status(cell)}
         row.update({k: values.get(k, "") for k in swept})
         metrics = dict(cell.metrics or {})
-        for alias, names in aliases.items():
-            own = [metrics[n] for n in names if _is_number(metrics.get(n))]
-            metrics[alias] = own[0] if len(own) == 1 else None
         row.update({m: metrics.get(m) for m in metric_names})
         rows.append(row)
     best: dict[str, Best] = {}
@@ -138,14 +116,15 @@ def collect(sweep_dir: str | Path) -> SweepSummary:
     return SweepSummary(sweep=sweep, swept=swept, metrics=metric_names, rows=rows, best=best)
 
 
-#: evaluations compared by default: answer metrics against LLM judges and nugget scores, when present
-DEFAULT_AGREEMENT = ("scores/f1", "scores/em", "judge/*", "nuggets/*")
+def add_agreement(summary: SweepSummary, patterns: Sequence[str] = (), n_boot: int = 200) -> bool:
+    """Kendall tau between evaluations over the sweep's complete cells (`eval.agreement`).
 
-
-def add_agreement(summary: SweepSummary, patterns: Sequence[str] = DEFAULT_AGREEMENT, n_boot: int = 200) -> bool:
-    """Kendall tau between evaluations over the sweep's complete cells, from `eval.agreement` if present."""
+    By default the judge x nugget-metric matrix (per-answer kinds of the registry; never counters); with
+    `patterns`, every pair of the evaluations they match.
+    """
     try:
-        from eval.agreement import agreement_table, evaluations, load_run, to_csv, to_markdown
+        from eval.agreement import Agreement, agreement_matrix, agreement_table, evaluations, load_run, to_csv
+        from eval.agreement import to_markdown as agreement_markdown
     except ImportError as err:
         log.info("eval.agreement not importable (%s): no agreement table", err)
         return False
@@ -155,13 +134,17 @@ def add_agreement(summary: SweepSummary, patterns: Sequence[str] = DEFAULT_AGREE
         return False
     try:
         runs = [load_run(c.dir, c.name) for c in cells]
-        names = evaluations(runs, list(patterns or DEFAULT_AGREEMENT))
-        if len(names) < 2:
-            log.info("agreement needs two evaluations present in every cell, found %s", names)
+        if patterns:
+            names = evaluations(runs, list(patterns))
+            agreement = Agreement(runs, [], [], agreement_table(runs, names, n_boot=n_boot))
+        else:
+            agreement = agreement_matrix(runs, n_boot=n_boot)
+        if not agreement.pairs:
+            log.info("agreement needs two per-answer evaluations present in every cell")
             return False
-        rows = agreement_table(runs, names, n_boot=n_boot)
-        summary.agreement_csv = to_csv(rows)
-        summary.agreement_md = to_markdown(rows, runs, 0.95)
+        summary.agreement = agreement
+        summary.agreement_csv = to_csv(agreement.pairs)
+        summary.agreement_md = agreement_markdown(agreement)
     except Exception as err:  # noqa: BLE001 - the summary itself must still be written
         log.warning("agreement table failed: %s", err)
         return False
@@ -200,17 +183,24 @@ def _md_escape(text: str) -> str:
 
 
 def to_markdown(summary: SweepSummary) -> str:
-    """Quality and cost metrics only (all of them are in summary.csv); the best value per column in bold."""
+    """The agreement matrix first, then quality and cost metrics (every metric is in summary.csv); the best
+    value of each column in bold."""
     sweep = summary.sweep
-    aliased = {m for m in summary.metrics if "@k" in m}
-    shown = [m for m in summary.metrics if (metric_direction(m) != 0 or m.endswith("cache_hits"))
-             and not (AT_K.search(m) and AT_K.sub("@k", m) in aliased)]
+    shown = [m for m in summary.metrics if metric_direction(m) != 0]
     lines = [f"# Sweep {sweep.dir.name}", "",
              f"Folder: `{sweep.dir}`  ", f"Cells: {summary.n_complete} complete of {len(summary.rows)}  "]
     if sweep.fixed_overrides:
         fixed = " ".join(f"{k}={v}" for k, v in sweep.fixed_overrides.items())
         lines.append(f"Fixed overrides: `{fixed}`  ")
-    lines += ["", "Best value per metric in **bold** (max for quality, min for cost).", ""]
+    lines.append("")
+    if summary.agreement is not None:
+        from eval.agreement import matrix_markdown
+
+        matrix = matrix_markdown(summary.agreement)
+        if matrix:
+            lines += [matrix.rstrip(), "", "Every pair, with per-topic tau: `agreement.csv`.", ""]
+    lines += ["## Cells", "", "Best value per metric in **bold** (max for quality, min for cost; each column on its "
+              "own, so different cut-offs are never compared).", ""]
     header = ["#", "status", *summary.swept, *shown]
     lines.append("| " + " | ".join(_md_escape(h) for h in header) + " |")
     lines.append("|" + "---|" * len(header))
@@ -228,8 +218,6 @@ def to_markdown(summary: SweepSummary) -> str:
         names = ", ".join(_md_escape(labels.get(c, c).strip()) for c in best.cells)
         lines.append(f"| {_md_escape(best.metric)} | {'max' if best.direction > 0 else 'min'} | "
                      f"{_fmt(best.value)} | {names} |")
-    if summary.agreement_md:
-        lines += ["", summary.agreement_md.replace("# Agreement", "## Agreement", 1).rstrip()]
     return "\n".join(lines) + "\n"
 
 
@@ -250,6 +238,12 @@ def write_files(summary: SweepSummary) -> dict[str, Path]:
         files["agreement_md"] = root / "agreement.md"
         atomic_write_text(files["agreement_csv"], summary.agreement_csv)
         atomic_write_text(files["agreement_md"], summary.agreement_md or "")
+        if summary.agreement is not None:
+            from eval.agreement import heatmap_png
+
+            png = heatmap_png(summary.agreement, root / "agreement.png")
+            if png is not None:
+                files["agreement_png"] = png
     summary.files = files
     return files
 
@@ -274,9 +268,26 @@ def wandb_settings_from_sweep(sweep: Sweep) -> dict[str, Any] | None:
     return None
 
 
+def summary_run_id(sweep_dir: str | Path) -> str:
+    """The sweep-summary run's W&B id, derived from the sweep folder: a re-summary updates the same run."""
+    return "sweep-" + stable_hash(str(Path(sweep_dir).resolve()), length=16)
+
+
+def swept_tags(summary: SweepSummary) -> list[str]:
+    """One tag per swept value (`rerank.k=5`), nothing else: fixed overrides and paths say nothing here."""
+    tags: list[str] = []
+    for key in summary.swept:
+        for row in summary.rows:
+            tag = f"{key}={row.get(key)}"
+            if row.get(key) not in ("", None) and tag not in tags:
+                tags.append(tag[:64])  # W&B's tag length limit
+    return tags
+
+
 def log_wandb(summary: SweepSummary, project: str = "ragtifier", entity: str | None = None,
               mode: str | None = "offline", group: str | None = None) -> str:
-    """One W&B run for the sweep: the summary and best-cell tables, best values in its summary. Returns its id."""
+    """One W&B run for the sweep (id from the sweep folder, resumed when it exists): the summary, best-cell and
+    agreement-matrix tables, the agreement heatmap, and agreement cells and best values as summary scalars."""
     import os
 
     import wandb
@@ -291,19 +302,34 @@ def log_wandb(summary: SweepSummary, project: str = "ragtifier", entity: str | N
     config = {"sweep_dir": str(sweep.dir), "swept": summary.swept, "fixed": sweep.fixed_overrides,
               "n_cells": len(summary.rows), "cells": [r["cell"] for r in summary.rows]}
     run = wandb.init(project=project, entity=entity, mode=mode or "offline", dir=str(sweep.dir),
+                     id=summary_run_id(sweep.dir), resume="allow",
                      name=f"{sweep.group}-summary", group=group or sweep.group, job_type="sweep-summary",
-                     tags=["sweep-summary", *(f"swept:{k}" for k in summary.swept)], config=config,
-                     reinit="finish_previous")
+                     tags=swept_tags(summary), config=config, reinit="finish_previous")
     try:
         payload: dict[str, Any] = {"sweep/summary": table, "sweep/best": best_table}
         if summary.agreement_csv:
             reader = list(csv.reader(io.StringIO(summary.agreement_csv)))
             payload["sweep/agreement"] = wandb.Table(columns=reader[0], data=reader[1:])
+        scalars: dict[str, Any] = {}
+        if summary.agreement is not None:
+            from eval.agreement import scalars as agreement_scalars
+
+            agreement = summary.agreement
+            matrix = [p.row() for p in agreement.matrix_pairs]
+            if matrix:
+                columns = list(matrix[0])
+                payload["sweep/agreement_matrix"] = wandb.Table(
+                    columns=columns, data=[[None if isinstance(r[c], float) and math.isnan(r[c]) else r[c]
+                                            for c in columns] for r in matrix], allow_mixed_types=True)
+            png = summary.files.get("agreement_png")
+            if png is not None and Path(png).is_file():
+                payload["sweep/agreement_heatmap"] = wandb.Image(str(png))
+            scalars = agreement_scalars(agreement)
         run.log(payload)
         from rag.report.wandb_report import log_report
 
         log_report(run, sweep.dir)  # figures, Fig. 4/5 line plots, Table 1 (rag.report; failures logged)
-        run.summary.update({"n_cells": len(summary.rows), "n_complete": summary.n_complete})
+        run.summary.update({"n_cells": len(summary.rows), "n_complete": summary.n_complete, **scalars})
         for best in summary.best.values():
             run.summary[f"best/{best.metric}"] = best.value
             run.summary[f"best_cell/{best.metric}"] = best.cells[0]
@@ -334,7 +360,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--no-wandb", action="store_true", help="write the files only")
     parser.add_argument("--wandb-mode", default=None, help="override the cells' W&B mode (offline, online)")
     parser.add_argument("--agreement", nargs="*", default=[],
-                        help="glob patterns of evaluations for the Kendall tau table (default: all)")
+                        help="glob patterns: every pair of these evaluations (default: the judge x nugget-metric matrix)")
     parser.add_argument("--bootstrap", type=int, default=200, help="bootstrap resamples for agreement CIs")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")

@@ -36,3 +36,26 @@ def test_cost_of_real_calls(fake_service, monkeypatch):
     free = OpenAICompatibleEngine(model="m", base_url=f"{fake_service.url}/v1", max_retries=0)
     free.generate([LLMRequest([{"role": "user", "content": "x"}])])
     assert free.cost_usd == 0.0
+
+
+def test_retried_and_timed_out_requests_count_as_work(fake_service, monkeypatch):
+    """A request that timed out (or got a 503) was work for the server: `usage.retries` counts every re-send."""
+    import time
+
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-test")
+    seen: list[str] = []
+
+    def respond(recorded):
+        seen.append(recorded.path)
+        if len(seen) == 1:
+            time.sleep(0.6)  # longer than the client's timeout: the server generated, the client gave up
+            return Reply(200, _chat("late", 10, 5))
+        if len(seen) == 2:
+            return Reply(503, {"error": "busy"}, headers={"retry-after": "0"})
+        return Reply(200, _chat("ok", 10, 5))
+
+    fake_service.responder = respond
+    engine = OpenAICompatibleEngine(model="m", base_url=f"{fake_service.url}/v1", timeout_s=0.3, max_retries=3)
+    [completion] = engine.generate([LLMRequest([{"role": "user", "content": "q"}])])
+    assert completion.text == "ok" and len(seen) == 3
+    assert engine.usage.calls == 1 and engine.usage.retries == 2

@@ -53,7 +53,8 @@ def test_local_sweep_wandb_summary_status_and_resubmit(hotpot_data, tmp_path):
         overrides = _overrides(cell)
         assert logged["name"] == cell.name.split("_", 1)[1]
         assert logged["group"] == sweep_group(sweep)
-        assert set(logged["tags"]) == set(overrides)
+        # tags: the swept values only, not the overrides every cell shares (dataset, limit, ...)
+        assert set(logged["tags"]) == {o for o in overrides if o.split("=")[0] in ("rerank.k", "ordering")}
         assert logged["config"]["rerank"]["k"] == int(dict(o.split("=") for o in overrides)["rerank.k"])
         assert logged["config"]["dataset"]["limit"] == 2
         assert logged["summary"]["answer/f1/all"] == pytest.approx(metrics["answer/f1/all"])
@@ -64,7 +65,7 @@ def test_local_sweep_wandb_summary_status_and_resubmit(hotpot_data, tmp_path):
     rows = (sweep / "summary.csv").read_text().splitlines()
     assert rows[0].startswith("cell,status,rerank.k,ordering,") and len(rows) == 5
     assert all(",complete," in row for row in rows[1:])
-    [summary_run] = offline_runs(sweep)
+    [summary_run] = offline_runs(sweep)  # (jobs.resubmit below re-summarizes into the same run id)
     logged = read_wandb_run(summary_run)
     assert logged["group"] == sweep_group(sweep) and logged["job_type"] == "sweep-summary"
     assert len(wandb_table(summary_run, "sweep/summary")["data"]) == 4
@@ -96,7 +97,8 @@ def test_local_sweep_wandb_summary_status_and_resubmit(hotpot_data, tmp_path):
     assert metrics["llm_calls"] + metrics["llm_cache_hits"] == 1  # only the unjournalled question
     [offline] = offline_runs(cell)
     logged = read_wandb_run(offline)
-    assert logged["group"] == sweep_group(sweep) and set(logged["tags"]) == set(_overrides(cell))
+    assert logged["group"] == sweep_group(sweep)
+    assert set(logged["tags"]) == {o for o in _overrides(cell) if o.split("=")[0] in ("rerank.k", "ordering")}
     assert logged["name"] == cell.name.split("_", 1)[1]
     assert run_module("jobs.status", [str(sweep), "--check"], env).returncode == 0
     assert [json.loads(line)["launcher"] for line in (sweep / "resubmit.jsonl").read_text().splitlines()] == \

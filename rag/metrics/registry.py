@@ -1,0 +1,250 @@
+"""Every metric the project writes, declared once: its name pattern, kind, range and direction.
+
+`metrics.json`, the sweep summary, agreement, the W&B logger and the eval reports read this registry instead of
+guessing from key names. A name pattern has `{placeholders}` (`recall/{stage}@{k}{mode}/{split}`); each
+placeholder matches one path segment unless `PLACEHOLDERS` gives it a narrower expression. Specific entries
+come before general ones, and the first match wins. A metric name that matches no entry is a bug: the test
+`tests/eval/test_metric_registry.py` scans a real run's `metrics.json` against this list.
+
+Kinds:
+  per_answer  the mean over answers of a per-answer score (agreement pairs these)
+  rate        a run-level share or throughput
+  counter     bookkeeping: counts of calls, tokens, failures, cache hits (never ranked against quality)
+  timing      wall-clock seconds
+  correlation agreement between two evaluations over runs (sweep-summary only)
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from functools import cached_property
+from typing import Literal
+
+Kind = Literal["per_answer", "rate", "counter", "timing", "correlation"]
+KINDS: tuple[str, ...] = ("per_answer", "rate", "counter", "timing", "correlation")
+
+#: placeholder -> regular expression (default: one path segment)
+PLACEHOLDERS: dict[str, str] = {
+    "k": r"\d+",
+    "mode": r"(?:_any|_all)?",
+    "split": r"[A-Za-z0-9_.\-]+",
+    "value": r"-?[A-Za-z0-9_.]+",
+}
+_SEGMENT = r"[^/]+"
+_FIELD = re.compile(r"\{(\w+)\}")
+
+
+@dataclass(frozen=True)
+class MetricSpec:
+    """One declared metric (or family of metrics sharing a name pattern)."""
+
+    pattern: str
+    kind: Kind
+    description: str
+    #: (low, high); None for an open end
+    range: tuple[float | None, float | None] = (None, None)
+    #: True: more is better; False: less is better (cost); None: not ranked (bookkeeping, distributions)
+    higher_is_better: bool | None = None
+    placeholders: dict[str, str] = field(default_factory=dict, compare=False, hash=False)
+
+    def __post_init__(self) -> None:
+        if self.kind not in KINDS:
+            raise ValueError(f"metric {self.pattern!r}: unknown kind {self.kind!r} (known: {', '.join(KINDS)})")
+
+    @cached_property
+    def regex(self) -> re.Pattern[str]:
+        parts, pos = [], 0
+        for m in _FIELD.finditer(self.pattern):
+            parts.append(re.escape(self.pattern[pos:m.start()]))
+            name = m.group(1)
+            expr = self.placeholders.get(name) or PLACEHOLDERS.get(name, _SEGMENT)
+            parts.append(f"(?P<{name}>{expr})")
+            pos = m.end()
+        parts.append(re.escape(self.pattern[pos:]))
+        return re.compile("".join(parts))
+
+    def match(self, name: str) -> dict[str, str] | None:
+        m = self.regex.fullmatch(name)
+        return None if m is None else m.groupdict()
+
+    def in_range(self, value: float) -> bool:
+        lo, hi = self.range
+        if isinstance(value, float) and math.isnan(value):
+            return True  # undefined values (NaN) are allowed; they are never out of range
+        return (lo is None or value >= lo - 1e-9) and (hi is None or value <= hi + 1e-9)
+
+    @property
+    def ranked(self) -> bool:
+        """Whether a "best" value makes sense (quality, cost); bookkeeping is never ranked."""
+        return self.higher_is_better is not None
+
+
+class MetricRegistry:
+    """An ordered list of specs; judges and other components may declare more specific ones at run time."""
+
+    def __init__(self, specs: Iterable[MetricSpec] = ()):
+        self._specs: list[MetricSpec] = []
+        self._cache: dict[str, MetricSpec | None] = {}
+        for spec in specs:
+            self.declare(spec)
+
+    def declare(self, spec: MetricSpec, first: bool = False, replace: bool = False) -> MetricSpec:
+        """Add a spec (a more specific one goes `first`). Declaring a pattern again with other settings is an
+        error, unless `replace` (a judge rebuilt from a changed YAML in the same process)."""
+        for i, known in enumerate(self._specs):
+            if known.pattern == spec.pattern:
+                if known == spec:
+                    return known
+                if not replace:
+                    raise ValueError(f"metric {spec.pattern!r} declared twice with different settings")
+                self._specs[i] = spec
+                self._cache.clear()
+                return spec
+        if first:
+            self._specs.insert(0, spec)
+        else:
+            self._specs.append(spec)
+        self._cache.clear()
+        return spec
+
+    @property
+    def specs(self) -> list[MetricSpec]:
+        return list(self._specs)
+
+    def lookup(self, name: str) -> MetricSpec | None:
+        if name not in self._cache:
+            self._cache[name] = next((s for s in self._specs if s.match(name) is not None), None)
+        return self._cache[name]
+
+    def spec(self, name: str) -> MetricSpec:
+        """The spec of `name`, or a KeyError naming the metric (undeclared metrics are bugs)."""
+        found = self.lookup(name)
+        if found is None:
+            raise KeyError(f"metric {name!r} is not declared in rag/metrics/registry.py")
+        return found
+
+    def undeclared(self, names: Iterable[str]) -> list[str]:
+        return [n for n in names if self.lookup(n) is None]
+
+    def out_of_range(self, metrics: dict[str, object]) -> list[str]:
+        """Names whose numeric value lies outside their declared range."""
+        bad = []
+        for name, value in metrics.items():
+            spec = self.lookup(name)
+            if spec is not None and isinstance(value, (int, float)) and not isinstance(value, bool) \
+                    and not spec.in_range(float(value)):
+                bad.append(name)
+        return bad
+
+    def kind(self, name: str) -> str | None:
+        spec = self.lookup(name)
+        return spec.kind if spec else None
+
+    def direction(self, name: str) -> int:
+        """+1 higher is better, -1 lower is better, 0 not ranked or undeclared."""
+        spec = self.lookup(name)
+        if spec is None or spec.higher_is_better is None:
+            return 0
+        return 1 if spec.higher_is_better else -1
+
+
+def _s(pattern: str, kind: Kind, description: str, range: tuple[float | None, float | None] = (None, None),
+       higher_is_better: bool | None = None, **placeholders: str) -> MetricSpec:
+    return MetricSpec(pattern, kind, description, range, higher_is_better, placeholders)
+
+
+UNIT = (0.0, 1.0)
+NONNEG = (0.0, None)
+USAGE = "llm_calls|llm_retries|llm_cache_hits|prompt_tokens|completion_tokens|llm_cost_usd"
+
+#: the project's metrics, specific entries first
+BUILTIN: tuple[MetricSpec, ...] = (
+    # -- answers and retrieval (rag/pipeline.py metrics()) --
+    _s("answer/{metric}/{split}", "per_answer", "answer string metric vs the gold answer (token F1, exact match), "
+       "mean over answers with a gold answer", UNIT, True, metric="f1|em"),
+    _s("recall/{stage}@{k}{mode}/{split}", "per_answer", "share of gold documents in the top k of a stage "
+       "(_any: at least one found, _all: all found), mean over questions with gold documents", UNIT, True),
+    # -- bookkeeping of the run --
+    _s("n_questions", "counter", "questions in the run", NONNEG),
+    _s("n_{split}", "counter", "questions in a split (all, single-hop, multi-hop)", NONNEG),
+    _s("gold_docs", "counter", "gold documents over all questions", NONNEG),
+    _s("gold_docs_missing_from_corpus", "counter", "gold documents the corpus lacks (recall can never reach 1)",
+       NONNEG),
+    _s("parse_failures", "counter", "answers whose generator output could not be parsed", NONNEG, False),
+    _s("fallbacks", "counter", "answers produced by a generator's fallback path", NONNEG, False),
+    _s("retrieval_calls", "counter", "questions sent to the retriever (cache misses)", NONNEG, False),
+    _s("rerank_calls", "counter", "questions sent to the reranker (cache misses)", NONNEG, False),
+    _s("retrieval_cache_hits", "counter", "retrieval results read from the stage cache", NONNEG),
+    _s("rerank_cache_hits", "counter", "rerank results read from the stage cache", NONNEG),
+    _s("model_loads", "counter", "models loaded into memory during the run", NONNEG, False),
+    # -- generation cost (the generator's engine), and evaluation cost apart from it --
+    _s("llm_calls", "counter", "generation requests answered by the backend (not the cache)", NONNEG, False),
+    _s("llm_retries", "counter", "extra attempts of generation requests (timeouts, rate limits): work too",
+       NONNEG, False),
+    _s("llm_cache_hits", "counter", "generation requests answered by the response cache", NONNEG),
+    _s("prompt_tokens", "counter", "prompt tokens of real generation calls", NONNEG, False),
+    _s("completion_tokens", "counter", "completion tokens of real generation calls", NONNEG, False),
+    _s("llm_seconds", "timing", "seconds in the generation backend", NONNEG, False),
+    _s("llm_tokens_per_s", "rate", "generation throughput (prompt + completion tokens per backend second)",
+       NONNEG, True),
+    _s("llm_cost_usd", "counter", "dollars spent on hosted generation calls", NONNEG, False),
+    _s("eval/{usage}", "counter", "the same usage counters for judge and nugget LLM calls (eval/llm_calls, "
+       "eval/llm_retries, eval/prompt_tokens, ...), apart from generation", NONNEG, False, usage=USAGE),
+    _s("eval/llm_seconds", "timing", "seconds in the judges' LLM backends, apart from generation", NONNEG, False),
+    _s("eval/engines_released", "counter", "engines closed to free memory before a judge model loaded", NONNEG),
+    # -- timing --
+    _s("time/{stage}_s", "timing", "wall seconds of a stage (load, index, retrieve, rerank, generate, evaluate)"
+       " or of the whole run (total)", NONNEG, False),
+    _s("latency/{name}", "timing", "latency figures in seconds (e.g. per question)", NONNEG, False),
+    # -- LLM rerankers (Rank-R1) --
+    _s("rerank/seconds_per_question", "timing", "LLM reranker seconds per question", NONNEG, False),
+    _s("rerank/seconds", "timing", "LLM reranker seconds", NONNEG, False),
+    _s("rerank/parse_failures", "counter", "LLM reranker outputs that named no valid passage", NONNEG, False),
+    _s("rerank/{stat}", "counter", "LLM reranker bookkeeping (questions, steps, calls, tokens)", NONNEG),
+    # -- LLM judges (eval/judges.py): <field> is a judge's numeric field --
+    _s("judge/{judge}/n_judged", "counter", "answers the judge returned a result for", NONNEG),
+    _s("judge/{judge}/parse_failures", "counter", "answers whose judge output stayed unreadable after the "
+       "re-asks (never scored)", NONNEG, False),
+    _s("judge/{judge}/skipped_no_gold", "counter", "answers (or fields) skipped for lack of a gold answer",
+       NONNEG),
+    _s("judge/{judge}/{field}_n", "counter", "answers that have a value for the field", NONNEG),
+    _s("judge/{judge}/{field}_share_{value}/{split}", "rate", "share of scored answers at one value of a field "
+       "(RAGtifier Table 1 layout)", UNIT),
+    _s("judge/{judge}/{field}/{split}", "per_answer", "mean of a judge's per-answer score", (None, None), True),
+    # -- AutoNuggetizer (eval/nuggets.py) --
+    _s("nuggets/{metric}/{split}", "per_answer", "AutoNuggetizer score (Vital Strict is the primary), mean over "
+       "scored answers", UNIT, True, metric="vital_strict|all_strict|vital|all"),
+    _s("nuggets/mean_nuggets_per_topic", "rate", "nuggets per scored topic", NONNEG),
+    _s("nuggets/{count}", "counter", "AutoNuggetizer bookkeeping", NONNEG,
+       count="n_scored|parse_failures|create_failures|assign_failures|importance_failures|skipped|cached_topics"),
+    # -- agreement (the sweep summary's W&B run) --
+    _s("agreement/{judge}/{field}/{nugget}/{stat}", "correlation", "Kendall tau-b / tau_ap (and CI bounds) "
+       "between a judge field and a nugget metric over the sweep's runs", (-1.0, 1.0), None,
+       stat="tau_b|tau_b_lo|tau_b_hi|tau_ap|tau_ap_lo|tau_ap_hi|tau_topic|tau_topic_lo|tau_topic_hi"),
+    _s("agreement/{judge}/{field}/{nugget}/{count}", "counter", "runs and topics behind an agreement cell",
+       NONNEG, None, count="n_runs|n_topics"),
+    _s("n_cells", "counter", "cells of a sweep", NONNEG),
+    _s("n_complete", "counter", "complete cells of a sweep", NONNEG),
+)
+
+#: the process-wide registry
+REGISTRY = MetricRegistry(BUILTIN)
+
+
+def spec(name: str) -> MetricSpec:
+    return REGISTRY.spec(name)
+
+
+def lookup(name: str) -> MetricSpec | None:
+    return REGISTRY.lookup(name)
+
+
+def direction(name: str) -> int:
+    return REGISTRY.direction(name)
+
+
+def kind(name: str) -> str | None:
+    return REGISTRY.kind(name)
