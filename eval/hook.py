@@ -58,6 +58,10 @@ def evaluate_records(judge_cfg: Any, records: list[dict], run_dir: Path, cache_d
             judged.append((judge.name, judge.kind_name))
         if ncfg.get("enabled", False):
             metrics.update(run_nuggets(ncfg, records, run_dir, cache_dir, pool))
+        if (cfg.get("crucible") or {}).get("enabled", False):  # Crucible's five metrics (judge=crucible)
+            from eval.crucible_metrics import run_crucible
+
+            metrics.update(run_crucible(cfg["crucible"], records, run_dir, cache_dir, pool))
     finally:
         pool.close()
     if cfg.get("report", True):

@@ -90,6 +90,8 @@ def _llm_cfgs(judge_cfg: Any) -> list[Any]:
     out = [j["llm"] for j in cfg.get("judges") or [] if j.get("enabled", True) and j.get("llm")]
     if (cfg.get("nuggets") or {}).get("enabled") and cfg["nuggets"].get("llm"):
         out.append(cfg["nuggets"]["llm"])
+    if (cfg.get("crucible") or {}).get("enabled") and cfg["crucible"].get("llm"):
+        out.append(cfg["crucible"]["llm"])
     return out
 
 
@@ -142,7 +144,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             out_dir = run_dir if args.out is None else (args.out if len(args.run_dirs) == 1
                                                         else args.out / run_dir.name)
             metrics = judge_run(run_dir, root.judge, cache_dir, out_dir, engines)
-            shown = {k: v for k, v in metrics.items() if k.startswith(("judge/", "nuggets/"))
+            shown = {k: v for k, v in metrics.items() if k.startswith(("judge/", "nuggets/", "crucible/"))
                      and not any(s in k for s in ("_share_", "_single", "_multi"))}
             print(f"{out_dir}: " + json.dumps(shown, indent=1, default=str))
     finally:

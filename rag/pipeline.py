@@ -79,6 +79,7 @@ class Pipeline:
         self._index_ready = False
         self._engine: LLMEngine | None = None
         _ = self.engine  # fail fast on a bad llm config (a missing model file) before any index is built
+        self.generator.check_engine(self.engine)
 
     def _attach_response_cache(self, component: object) -> None:
         """LLM-based stages (Rank-R1) build their own engine from YAML; give it the shared response cache."""
@@ -219,7 +220,7 @@ class Pipeline:
             "retrieved": [p.to_dict() for p in retrieved], "reranked": [p.to_dict() for p in context],
             "context": [p.passage.passage_id for p in used],
             "steps": result.steps, "parse_failed": result.parse_failed, "fallback": result.fallback,
-            "scores": scores,
+            "scores": scores, **({"sentences": result.sentences} if result.sentences is not None else {}),
         }
 
     def metrics(self, records: list[dict[str, Any]], coverage: dict[str, int]) -> dict[str, Any]:

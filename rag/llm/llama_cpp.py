@@ -44,6 +44,7 @@ def resolve_model_file(model_path: str | None, model_package: str | None) -> Pat
 
 
 class LlamaCppEngine(LLMEngine):
+    supports_logprobs = True
     def __init__(self, model_path: str | None = None, model_package: str | None = None,
                  model_name: str | None = None, n_ctx: int = 8192, n_threads: int | None = None,
                  n_batch: int = 512, chat_format: str = "auto", seed: int = 0,
@@ -112,9 +113,42 @@ class LlamaCppEngine(LLMEngine):
             text = result["choices"][0]["message"]["content"] or ""
         usage = result.get("usage", {})
         finish = "prompt_truncated" if truncated else (result["choices"][0].get("finish_reason") or "stop")
+        logprobs = self._score_completion(usage.get("prompt_tokens", 0), text) if p.logprobs else None
         return Completion(text=text.strip(), prompt_tokens=usage.get("prompt_tokens", 0),
                           completion_tokens=usage.get("completion_tokens", 0), finish_reason=finish,
-                          prompt=prompt)
+                          prompt=prompt, token_logprobs=logprobs)
+
+    def _score_completion(self, prompt_len: int, text: str) -> list[float]:
+        """Log-probability of each token of `text` right after the prompt just generated from.
+
+        llama-cpp-python returns log-probabilities only for models built with `logits_all=True`, which keeps a
+        context x vocabulary float matrix (about 8.6 GB for Gemma 3 at n_ctx=8192); its logits processors crash
+        in 0.3.x. So the completion is scored afterwards: the prompt stays in the KV cache, and one batch of
+        len(text tokens) positions is decoded with logits for every position (the same work as the prompt
+        pass, a few milliseconds for a sentence). The text is re-tokenised, so a token boundary merged with
+        the prompt may differ from the sampled one; the stop sequence is not part of the text.
+        """
+        llm = self.llm
+        tokens = llm.tokenize(text.encode("utf-8"), add_bos=False, special=False) if text else []
+        ids = [int(t) for t in llm.input_ids[: llm.n_tokens]]
+        if not tokens or prompt_len < 1 or len(ids) < prompt_len:
+            return []
+        n_past = prompt_len - 1
+        batch = [ids[n_past], *tokens[:-1]]
+        if n_past + len(batch) > self.n_ctx:
+            return []
+        import numpy as np
+
+        llm._ctx.kv_cache_seq_rm(-1, n_past, -1)
+        llm._batch.set_batch(batch=batch, n_past=n_past, logits_all=True)
+        llm._ctx.decode(llm._batch)
+        rows = np.ctypeslib.as_array(llm._ctx.get_logits(), shape=(len(batch) * llm.n_vocab(),))
+        rows = rows.reshape(len(batch), llm.n_vocab()).astype(np.float64)
+        llm.input_ids[n_past: n_past + len(batch)] = batch
+        llm.n_tokens = n_past + len(batch)
+        top = rows.max(axis=1, keepdims=True)
+        norm = (top + np.log(np.exp(rows - top).sum(axis=1, keepdims=True)))[:, 0]
+        return [float(rows[i, t] - norm[i]) for i, t in enumerate(tokens)]
 
     def _fit(self, prompt: str, max_tokens: int) -> tuple[str, bool]:
         """Cut the middle of an over-long prompt so the instructions (head) and question (tail) survive."""
