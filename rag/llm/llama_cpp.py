@@ -125,30 +125,45 @@ class LlamaCppEngine(LLMEngine):
         context x vocabulary float matrix (about 8.6 GB for Gemma 3 at n_ctx=8192); its logits processors crash
         in 0.3.x. So the completion is scored afterwards: the prompt stays in the KV cache, and one batch of
         len(text tokens) positions is decoded with logits for every position (the same work as the prompt
-        pass, a few milliseconds for a sentence). The text is re-tokenised, so a token boundary merged with
+        pass, a few milliseconds for a sentence; a cache that cannot drop a suffix is rebuilt from the prompt).
+        The text is re-tokenised, so a token boundary merged with
         the prompt may differ from the sampled one; the stop sequence is not part of the text.
         """
+        import numpy as np
+
         llm = self.llm
         tokens = llm.tokenize(text.encode("utf-8"), add_bos=False, special=False) if text else []
         ids = [int(t) for t in llm.input_ids[: llm.n_tokens]]
-        if not tokens or prompt_len < 1 or len(ids) < prompt_len:
+        if not tokens or prompt_len < 1 or len(ids) < prompt_len or prompt_len + len(tokens) > self.n_ctx:
             return []
         n_past = prompt_len - 1
+        if not llm._ctx.kv_cache_seq_rm(-1, n_past, -1):
+            # caches that cannot drop a suffix (sliding-window attention): rebuild the prompt prefix
+            llm._ctx.kv_cache_clear()
+            self._decode(ids[:n_past], 0, logits=False)
         batch = [ids[n_past], *tokens[:-1]]
-        if n_past + len(batch) > self.n_ctx:
-            return []
-        import numpy as np
-
-        llm._ctx.kv_cache_seq_rm(-1, n_past, -1)
-        llm._batch.set_batch(batch=batch, n_past=n_past, logits_all=True)
-        llm._ctx.decode(llm._batch)
-        rows = np.ctypeslib.as_array(llm._ctx.get_logits(), shape=(len(batch) * llm.n_vocab(),))
-        rows = rows.reshape(len(batch), llm.n_vocab()).astype(np.float64)
+        rows = self._decode(batch, n_past, logits=True)
+        # keep llama-cpp-python's view of the context in step with the KV cache (its prefix reuse reads it)
         llm.input_ids[n_past: n_past + len(batch)] = batch
         llm.n_tokens = n_past + len(batch)
         top = rows.max(axis=1, keepdims=True)
         norm = (top + np.log(np.exp(rows - top).sum(axis=1, keepdims=True)))[:, 0]
         return [float(rows[i, t] - norm[i]) for i, t in enumerate(tokens)]
+
+    def _decode(self, tokens: list[int], n_past: int, logits: bool):
+        """Decode `tokens` at positions n_past.. in chunks of n_batch; the logits of every position if asked."""
+        import numpy as np
+
+        llm, n_vocab = self.llm, self.llm.n_vocab()
+        rows = []
+        for start in range(0, len(tokens), self.n_batch):
+            chunk = tokens[start: start + self.n_batch]
+            llm._batch.set_batch(batch=chunk, n_past=n_past + start, logits_all=logits)
+            llm._ctx.decode(llm._batch)
+            if logits:
+                flat = np.ctypeslib.as_array(llm._ctx.get_logits(), shape=(len(chunk) * n_vocab,))
+                rows.append(flat.reshape(len(chunk), n_vocab).astype(np.float64))
+        return np.concatenate(rows) if rows else np.zeros((0, n_vocab))
 
     def _fit(self, prompt: str, max_tokens: int) -> tuple[str, bool]:
         """Cut the middle of an over-long prompt so the instructions (head) and question (tail) survive."""
