@@ -32,7 +32,7 @@ from eval.nuggets import AutoNuggetizer, topic_from_record
 from eval.retry import ask_with_retries, make_params
 from rag.core.io import atomic_write_jsonl
 from rag.export.trec import split_sentences
-from rag.generate.crucible import parse_support_label
+from rag.generate.crucible import SUPPORT_SCHEMA, parse_support_label
 from rag.llm.base import LLMEngine, LLMRequest
 from rag.prompts import load_prompt
 
@@ -124,7 +124,7 @@ class CrucibleEvaluator:
                  count_partial_nugget: bool = False, max_passage_chars: int = 2000, max_retries: int = 2,
                  retry_temperature: float = 0.2, prompt: str = "crucible_support"):
         self.nuggetizer_options = dict(nuggets or {})
-        self.params = dict(params or {"temperature": 0.0, "max_tokens": 4})
+        self.params = dict(params or {"temperature": 0.0, "max_tokens": 16})
         #: count partial_support as covering a nugget (default: strict, support only)
         self.count_partial_nugget = count_partial_nugget
         self.max_passage_chars = max_passage_chars
@@ -134,7 +134,7 @@ class CrucibleEvaluator:
     def citation_labels(self, engine: LLMEngine, pairs: Sequence[tuple[str, str]]) -> list[str | None]:
         """support / partial / none for each (sentence, passage), one batch plus re-asks of unreadable ones."""
         template = load_prompt(self.prompt)
-        params = make_params(self.params, engine, None)
+        params = make_params(self.params, engine, SUPPORT_SCHEMA)
         requests = [LLMRequest(messages=template.messages(sentence=s, passage=p[: self.max_passage_chars]),
                                params=params, stop_plain=template.stop_plain) for s, p in pairs]
         results = ask_with_retries(engine, requests, lambda _i, text: parse_support_label(text), self.max_retries,

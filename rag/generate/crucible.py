@@ -48,9 +48,17 @@ _LABEL_MAP = {"support": "support", "supported": "support", "supports": "support
               "unsupported": "none"}
 
 
+#: structured output for the support check where the engine supports it (small models otherwise often reply
+#: with nothing or prose); the parser also reads a bare label word
+SUPPORT_SCHEMA = {"type": "object", "properties": {"label": {"type": "string", "enum": list(SUPPORT_LABELS)}},
+                  "required": ["label"], "additionalProperties": False}
+_JSON_LABEL = re.compile(r'"label"\s*:\s*"([^"]*)"', re.IGNORECASE)
+
+
 def parse_support_label(text: str) -> str | None:
-    """support / partial / none from the first label word of a reply, or None."""
-    m = _LABEL.search(text or "")
+    """support / partial / none from a {"label": ...} object or the first label word of a reply, or None."""
+    found = _JSON_LABEL.search(text or "")
+    m = _LABEL.search(found.group(1) if found else (text or ""))
     return _LABEL_MAP[m.group(1).lower()] if m else None
 
 
@@ -92,7 +100,7 @@ class CrucibleGenerator(MultiStepGenerator):
                  passages_per_nugget: int = 2, k: int = 1, verify: bool = False, verify_rounds: int = 2,
                  keep_partial: bool = True, verifier: LLMEngine | None = None, max_passage_words: int = 200,
                  summary_max_tokens: int = 96, nuggets_max_tokens: int = 160, check_max_tokens: int = 4,
-                 extract_max_tokens: int = 64, verify_max_tokens: int = 4, **kwargs: Any):
+                 extract_max_tokens: int = 64, verify_max_tokens: int = 16, **kwargs: Any):
         super().__init__(**kwargs)
         if embedder is None:
             raise ValueError("generator.embedder is required (a rag.embed.Embedder for the nugget bank)")
@@ -129,6 +137,9 @@ class CrucibleGenerator(MultiStepGenerator):
             request = self.step_request(template, self.limits[step], **variables)
             if logprobs:
                 request = dataclasses.replace(request, params=dataclasses.replace(request.params, logprobs=True))
+            if step == "support" and (engine or ctx.engine).supports_json_schema:
+                request = dataclasses.replace(request, params=dataclasses.replace(request.params,
+                                                                                  json_schema=SUPPORT_SCHEMA))
             requests.append(request)
             state.calls += 1
         if not requests:

@@ -179,3 +179,8 @@ def test_small_parsers():
     assert parse_facts("??") is None
     assert parse_numbered("1. One here.\n2. Two here.", 2) == ["One here.", "Two here."]
     assert parse_numbered("1. One here.", 2) is None
+
+
+def test_support_label_from_structured_output():
+    assert parse_support_label('{"label": "partial"}') == "partial"
+    assert parse_support_label('{"label": "none"} support') == "none"
