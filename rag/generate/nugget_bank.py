@@ -19,6 +19,7 @@ from typing import Any
 import numpy as np
 
 _QA = re.compile(r"Q\s*[:.)-]\s*(?P<q>.+?)\s+A\s*[:.)-]\s*(?P<a>.+?)(?=\s+Q\s*[:.)-]|$)", re.IGNORECASE | re.DOTALL)
+_Q_ONLY = re.compile(r"^Q\s*[:.)-]\s*(?P<q>[^?]*[A-Za-z][^?]*\?)\s*$", re.IGNORECASE)
 _YES = re.compile(r"^\W*(yes|same|true)\b", re.IGNORECASE)
 _NO = re.compile(r"^\W*(no|different|not|false)\b", re.IGNORECASE)
 
@@ -49,13 +50,20 @@ class Nugget:
 
 def parse_qa_nuggets(text: str, max_nuggets: int | None = None) -> list[tuple[str, str]] | None:
     """(question, answer) pairs written as "Q: ... A: ..." (one per line or run together); None when there is
-    none, which the caller counts as a parse failure. Pairs with an empty side or no letter are dropped."""
+    none, which the caller counts as a parse failure. Pairs with an empty side or no letter are dropped. A line
+    with only "Q: <question>?" (small models often leave out the answer) is kept with an empty answer: the
+    nugget's question still drives retrieval and extraction, which answer it from a passage."""
     pairs = []
     for line in (text or "").splitlines() or [""]:
+        found = False
         for m in _QA.finditer(line.strip()):
             q, a = m.group("q").strip(), m.group("a").strip().rstrip(".")
             if re.search(r"[A-Za-z]", q) and re.search(r"\w", a):
                 pairs.append((q if q.endswith("?") else q.rstrip(".") + "?", a))
+                found = True
+        question_only = None if found else _Q_ONLY.match(line.strip())
+        if question_only:
+            pairs.append((question_only.group("q").strip(), ""))
     pairs = list(dict.fromkeys(pairs))
     if max_nuggets:
         pairs = pairs[:max_nuggets]

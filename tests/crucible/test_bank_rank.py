@@ -22,6 +22,7 @@ def test_parse_qa_nuggets_lines_and_run_together():
     assert parse_qa_nuggets("Q: What is it? A: a span Q: How long? A: 486 m") == [
         ("What is it?", "a span"), ("How long?", "486 m")]
     assert parse_qa_nuggets("The bridge is long.") is None
+    assert parse_qa_nuggets("Q: Who paid for it?\nQ: ???") == [("Who paid for it?", "")]
     assert parse_qa_nuggets("Q: a? A: b\nQ: c? A: d", max_nuggets=1) == [("a?", "b")]
     assert parse_yes_no(" Yes.") is True and parse_yes_no("no, different") is False and parse_yes_no("?") is None
 
