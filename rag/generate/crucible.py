@@ -35,7 +35,7 @@ from typing import Any
 
 from rag.generate.base import GenerationContext, GenerationInput, GenerationResult, cut_words
 from rag.generate.multistep import MultiStepGenerator
-from rag.generate.nugget_bank import Nugget, NuggetBank, parse_qa_nuggets
+from rag.generate.nugget_bank import SAME_SCHEMA, Nugget, NuggetBank, parse_qa_nuggets
 from rag.generate.nugget_rank import NuggetRanker
 from rag.generate.parsing import clean_output, first_line
 from rag.llm.base import Completion, LLMEngine, LLMRequest
@@ -99,7 +99,7 @@ class CrucibleGenerator(MultiStepGenerator):
                  bank: Mapping[str, Any] | None = None, ranker: Mapping[str, Any] | None = None,
                  passages_per_nugget: int = 2, k: int = 1, verify: bool = False, verify_rounds: int = 2,
                  keep_partial: bool = True, verifier: LLMEngine | None = None, max_passage_words: int = 200,
-                 summary_max_tokens: int = 96, nuggets_max_tokens: int = 160, check_max_tokens: int = 4,
+                 summary_max_tokens: int = 96, nuggets_max_tokens: int = 160, check_max_tokens: int = 12,
                  extract_max_tokens: int = 64, verify_max_tokens: int = 16, **kwargs: Any):
         super().__init__(**kwargs)
         if embedder is None:
@@ -137,9 +137,9 @@ class CrucibleGenerator(MultiStepGenerator):
             request = self.step_request(template, self.limits[step], **variables)
             if logprobs:
                 request = dataclasses.replace(request, params=dataclasses.replace(request.params, logprobs=True))
-            if step == "support" and (engine or ctx.engine).supports_json_schema:
-                request = dataclasses.replace(request, params=dataclasses.replace(request.params,
-                                                                                  json_schema=SUPPORT_SCHEMA))
+            schema = {"support": SUPPORT_SCHEMA, "same": SAME_SCHEMA}.get(step)
+            if schema is not None and (engine or ctx.engine).supports_json_schema:
+                request = dataclasses.replace(request, params=dataclasses.replace(request.params, json_schema=schema))
             requests.append(request)
             state.calls += 1
         if not requests:

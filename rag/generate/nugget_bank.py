@@ -70,8 +70,16 @@ def parse_qa_nuggets(text: str, max_nuggets: int | None = None) -> list[tuple[st
     return pairs or None
 
 
+#: structured output for the paraphrase check where the engine supports it
+SAME_SCHEMA = {"type": "object", "properties": {"same": {"type": "string", "enum": ["yes", "no"]}},
+               "required": ["same"], "additionalProperties": False}
+_JSON_SAME = re.compile(r'"same"\s*:\s*"([^"]*)"', re.IGNORECASE)
+
+
 def parse_yes_no(text: str) -> bool | None:
-    """True for yes, False for no, None when the reply is neither."""
+    """True for yes, False for no, None when the reply is neither; reads {"same": "yes"} objects too."""
+    found = _JSON_SAME.search(text or "")
+    text = found.group(1) if found else text
     if _YES.search(text or ""):
         return True
     if _NO.search(text or ""):

@@ -25,6 +25,7 @@ def test_parse_qa_nuggets_lines_and_run_together():
     assert parse_qa_nuggets("Q: Who paid for it?\nQ: ???") == [("Who paid for it?", "")]
     assert parse_qa_nuggets("Q: a? A: b\nQ: c? A: d", max_nuggets=1) == [("a?", "b")]
     assert parse_yes_no(" Yes.") is True and parse_yes_no("no, different") is False and parse_yes_no("?") is None
+    assert parse_yes_no('{"same": "no"}') is False and parse_yes_no('{"same": "yes"}') is True
 
 
 def test_bank_merges_planted_paraphrases_and_counts_documents(embedder):
