@@ -97,6 +97,7 @@ class Pipeline:
         self._cutoff_scores: dict[str, dict[str, float]] = {}
         if self.generator.uses_llm:
             _ = self.engine  # fail fast on a bad llm config (a missing model file) before any index is built
+            self.generator.check_engine(self.engine)  # e.g. Crucible needs log-probabilities
         elif _has_judges(cfg):
             raise ConfigError("judges need answers, but generator=none writes none; "
                               "use judge=none for a retrieval-only run")

@@ -112,6 +112,10 @@ class AnswerRecord(BaseModel):
     scores: dict[str, float] = Field(default_factory=dict)
     judges: dict[str, dict[str, Any]] = Field(default_factory=dict)
     nuggets: dict[str, Any] | None = None
+    #: cited strategies (Crucible, GINGER): [{text, citations: [doc_id], nugget, confidence}], one citation each
+    sentences: list[dict[str, Any]] | None = None
+    #: Crucible's per-answer metrics (judge=crucible), absent until evaluated
+    crucible: dict[str, Any] | None = None
 
     @field_validator("id", mode="before")
     @classmethod
@@ -147,8 +151,9 @@ class AnswerRecord(BaseModel):
         out = self.model_dump(mode="json")
         if not out.get("judges"):
             out.pop("judges", None)
-        if out.get("nuggets") is None:
-            out.pop("nuggets", None)
+        for optional in ("nuggets", "sentences", "crucible"):
+            if out.get(optional) is None:
+                out.pop(optional, None)
         return out
 
     # -- what evaluation reads ---------------------------------------------------------------------------------
@@ -202,7 +207,7 @@ def build_answer_record(question: Question, retrieved: list[ScoredPassage], cont
         hop=question.hop, categories=dict(question.categories),
         retrieved=[p.to_dict() for p in retrieved], reranked=[p.to_dict() for p in context],
         context=[p.passage.passage_id for p in used], steps=result.steps, parse_failed=result.parse_failed,
-        fallback=result.fallback, scores=dict(scores))
+        fallback=result.fallback, scores=dict(scores), sentences=result.sentences)
 
 
 def load_answer_records(path: Any) -> list[AnswerRecord]:

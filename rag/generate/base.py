@@ -34,6 +34,8 @@ class GenerationResult:
     #: the output could not be parsed in the method's format; `fallback` names the rule applied
     parse_failed: bool = False
     fallback: str | None = None
+    #: cited strategies (Crucible, GINGER): [{text, citations: [doc_id], nugget, confidence}] in answer order
+    sentences: list[dict[str, Any]] | None = None
 
 
 #: retrieve (and rerank, cut) for new queries with the run's own stages; used by iterative strategies
@@ -84,6 +86,9 @@ class Generator(ABC):
         params = SamplingParams(temperature=self.temperature, max_tokens=max_tokens or self.max_tokens,
                                 json_schema=json_schema)
         return LLMRequest(messages=template.messages(**variables), params=params, stop_plain=template.stop_plain)
+
+    def check_engine(self, engine: LLMEngine) -> None:  # noqa: B027 - optional hook
+        """Fail at start-up, in one line, when the engine lacks something the strategy needs (log-probs)."""
 
     @abstractmethod
     def generate(self, items: list[GenerationInput], ctx: GenerationContext) -> list[GenerationResult]:

@@ -16,6 +16,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from rag.core.errors import ConfigError
 from rag.llm.cache import ResponseCache
 from rag.llm.render import PlainTextRenderer
 
@@ -34,9 +35,14 @@ class SamplingParams:
     seed: int = 0
     #: JSON schema to constrain the output to (judges); engines without support fall back to free text.
     json_schema: dict[str, Any] | None = None
+    #: ask for the log-probability of every generated token (Crucible's extraction confidence)
+    logprobs: bool = False
 
     def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        out = asdict(self)
+        if not self.logprobs:  # absent when off, so response-cache keys made before the option stay valid
+            del out["logprobs"]
+        return out
 
 
 @dataclass
@@ -57,6 +63,8 @@ class Completion:
     cached: bool = False
     #: the exact prompt the model saw (rendered chat template or plain text)
     prompt: str = ""
+    #: log-probability of each generated token, when the request asked for them (`SamplingParams.logprobs`)
+    token_logprobs: list[float] | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -83,6 +91,9 @@ class Usage:
 
 class LLMEngine(ABC):
     """Base class: caching, usage accounting and prompt rendering; subclasses implement `_generate`."""
+
+    #: True when the backend returns per-token log-probabilities for `SamplingParams(logprobs=True)`
+    supports_logprobs: bool = False
 
     def __init__(self, model: str, chat_format: str = "auto", cache: ResponseCache | None = None,
                  supports_json_schema: bool = False):
@@ -153,6 +164,12 @@ class LLMEngine(ABC):
 
     def uses_plain_text(self) -> bool:
         return self.chat_format == "plain"
+
+    def require_logprobs(self, who: str) -> None:
+        """Fail at start-up, in one line, when a component needs log-probabilities this engine cannot give."""
+        if not self.supports_logprobs:
+            raise ConfigError(f"{who} needs token log-probabilities, which engine {type(self).__name__} "
+                             f"({self.model}) does not return; use llama.cpp, vLLM or an OpenAI-compatible engine")
 
     def close(self) -> None:  # noqa: B027 - optional hook
         """Release model memory or connections."""

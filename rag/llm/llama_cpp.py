@@ -56,6 +56,7 @@ def resolve_model_file(model_path: str | None, model_package: str | None, model_
 
 
 class LlamaCppEngine(LLMEngine):
+    supports_logprobs = True
     def __init__(self, model_path: str | None = None, model_package: str | None = None,
                  model_file: str | None = None, model_name: str | None = None, n_ctx: int = 8192,
                  n_threads: int | None = None, n_batch: int = 512, n_ubatch: int | None = None,
@@ -159,9 +160,57 @@ class LlamaCppEngine(LLMEngine):
             text = result["choices"][0]["message"]["content"] or ""
         usage = result.get("usage", {})
         finish = "prompt_truncated" if truncated else (result["choices"][0].get("finish_reason") or "stop")
+        logprobs = self._score_completion(usage.get("prompt_tokens", 0), text) if p.logprobs else None
         return Completion(text=text.strip(), prompt_tokens=usage.get("prompt_tokens", 0),
                           completion_tokens=usage.get("completion_tokens", 0), finish_reason=finish,
-                          prompt=prompt)
+                          prompt=prompt, token_logprobs=logprobs)
+
+    def _score_completion(self, prompt_len: int, text: str) -> list[float]:
+        """Log-probability of each token of `text` right after the prompt just generated from.
+
+        llama-cpp-python returns log-probabilities only for models built with `logits_all=True`, which keeps a
+        context x vocabulary float matrix (about 8.6 GB for Gemma 3 at n_ctx=8192); its logits processors crash
+        in 0.3.x. So the completion is scored afterwards: the prompt stays in the KV cache, and one batch of
+        len(text tokens) positions is decoded with logits for every position (the same work as the prompt
+        pass, a few milliseconds for a sentence; a cache that cannot drop a suffix is rebuilt from the prompt).
+        The text is re-tokenised, so a token boundary merged with
+        the prompt may differ from the sampled one; the stop sequence is not part of the text.
+        """
+        import numpy as np
+
+        llm = self.llm
+        tokens = llm.tokenize(text.encode("utf-8"), add_bos=False, special=False) if text else []
+        ids = [int(t) for t in llm.input_ids[: llm.n_tokens]]
+        if not tokens or prompt_len < 1 or len(ids) < prompt_len or prompt_len + len(tokens) > self.n_ctx:
+            return []
+        n_past = prompt_len - 1
+        if not llm._ctx.kv_cache_seq_rm(-1, n_past, -1):
+            # caches that cannot drop a suffix (sliding-window attention): rebuild the prompt prefix
+            llm._ctx.kv_cache_clear()
+            self._decode(ids[:n_past], 0, logits=False)
+        batch = [ids[n_past], *tokens[:-1]]
+        rows = self._decode(batch, n_past, logits=True)
+        # keep llama-cpp-python's view of the context in step with the KV cache (its prefix reuse reads it)
+        llm.input_ids[n_past: n_past + len(batch)] = batch
+        llm.n_tokens = n_past + len(batch)
+        top = rows.max(axis=1, keepdims=True)
+        norm = (top + np.log(np.exp(rows - top).sum(axis=1, keepdims=True)))[:, 0]
+        return [float(rows[i, t] - norm[i]) for i, t in enumerate(tokens)]
+
+    def _decode(self, tokens: list[int], n_past: int, logits: bool):
+        """Decode `tokens` at positions n_past.. in chunks of n_batch; the logits of every position if asked."""
+        import numpy as np
+
+        llm, n_vocab = self.llm, self.llm.n_vocab()
+        rows = []
+        for start in range(0, len(tokens), self.n_batch):
+            chunk = tokens[start: start + self.n_batch]
+            llm._batch.set_batch(batch=chunk, n_past=n_past + start, logits_all=logits)
+            llm._ctx.decode(llm._batch)
+            if logits:
+                flat = np.ctypeslib.as_array(llm._ctx.get_logits(), shape=(len(chunk) * n_vocab,))
+                rows.append(flat.reshape(len(chunk), n_vocab).astype(np.float64))
+        return np.concatenate(rows) if rows else np.zeros((0, n_vocab))
 
     def _fit(self, prompt: str, max_tokens: int) -> tuple[str, bool]:
         """Cut the middle of an over-long prompt so the instructions (head) and question (tail) survive."""

@@ -36,7 +36,23 @@ def _retryable(err: BaseException) -> bool:
         isinstance(err, openai.APIStatusError) and err.status_code >= 500)
 
 
+def response_logprobs(choice: Any) -> list[float]:
+    """Token log-probabilities of one choice: chat responses carry `logprobs.content[i].logprob`, completions
+    responses `logprobs.token_logprobs` (both shapes of the OpenAI API, which vLLM and llama.cpp servers use)."""
+    logprobs = getattr(choice, "logprobs", None)
+    if logprobs is None:
+        return []
+    content = getattr(logprobs, "content", None)
+    if content is not None:
+        return [float(t.logprob) for t in content if getattr(t, "logprob", None) is not None]
+    values = getattr(logprobs, "token_logprobs", None)
+    if values is None and isinstance(logprobs, dict):
+        values = logprobs.get("token_logprobs")
+    return [float(v) for v in values or [] if v is not None]
+
+
 class OpenAICompatibleEngine(ConcurrentAPIEngine):
+    supports_logprobs = True
     def __init__(self, model: str, base_url: str, api_key_env: str | None = "OPENAI_API_KEY",
                  chat_format: str = "chat", json_mode: str = "json_schema", concurrency: int = 8,
                  timeout_s: float = 120.0, max_retries: int = 4, cache: ResponseCache | None = None,
@@ -118,8 +134,12 @@ class OpenAICompatibleEngine(ConcurrentAPIEngine):
             body["stop"] = list(p.stop)
         if self.uses_plain_text():
             body["prompt"] = self._plain.render(request.messages)
+            if p.logprobs:  # /v1/completions: number of top alternatives; the sampled token always comes back
+                body["logprobs"] = 1
         else:
             body["messages"] = request.messages
+            if p.logprobs:
+                body["logprobs"] = True
         if p.json_schema is not None and self.json_mode == "json_schema":
             body["response_format"] = {"type": "json_schema",
                                        "json_schema": {"name": "response", "schema": p.json_schema}}
@@ -150,5 +170,6 @@ class OpenAICompatibleEngine(ConcurrentAPIEngine):
         return Completion(text=text.strip(), prompt_tokens=getattr(usage, "prompt_tokens", 0) or 0,
                           completion_tokens=getattr(usage, "completion_tokens", 0) or 0,
                           finish_reason=resp.choices[0].finish_reason or "stop",
-                          prompt=body.get("prompt") or self._render_chat(request.messages))
+                          prompt=body.get("prompt") or self._render_chat(request.messages),
+                          token_logprobs=response_logprobs(resp.choices[0]) if request.params.logprobs else None)
 

