@@ -7,8 +7,8 @@ import pytest
 from hydra.utils import instantiate
 
 from eval.hook import build_judges
-from rag.llm.factory import to_plain
 from rag.core.errors import ConfigError
+from rag.llm.factory import to_plain
 from tests.conftest import compose_config
 
 
