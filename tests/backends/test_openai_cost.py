@@ -30,7 +30,8 @@ def test_cost_of_real_calls(fake_service, monkeypatch):
     engine = OpenAICompatibleEngine(model="m", base_url=f"{fake_service.url}/v1", price_input_per_mtok=2.0,
                                     price_output_per_mtok=10.0, max_retries=0)
     engine.generate([LLMRequest([{"role": "user", "content": f"q{i}"}]) for i in range(3)])
-    assert [r.path for r in fake_service.requests] == ["/v1/chat/completions"] * 3
+    # the endpoint check (GET /models, once before the first batch) is not a generation and costs nothing
+    assert [r.path for r in fake_service.requests] == ["/v1/models"] + ["/v1/chat/completions"] * 3
     assert engine.usage.prompt_tokens == 600 and engine.usage.completion_tokens == 150
     assert engine.cost_usd == pytest.approx(3 * (200 * 2.0 + 50 * 10.0) / 1e6)
     free = OpenAICompatibleEngine(model="m", base_url=f"{fake_service.url}/v1", max_retries=0)
@@ -46,6 +47,8 @@ def test_retried_and_timed_out_requests_count_as_work(fake_service, monkeypatch)
     seen: list[str] = []
 
     def respond(recorded):
+        if recorded.path.endswith("/models"):  # the endpoint check before the first batch
+            return Reply(200, {"object": "list", "data": [{"id": "m", "object": "model"}]})
         seen.append(recorded.path)
         if len(seen) == 1:
             time.sleep(0.6)  # longer than the client's timeout: the server generated, the client gave up
