@@ -65,15 +65,15 @@ def make_temp_dir(parent: str | Path, prefix: str) -> Path:
     return tmp
 
 
-def atomic_write_text(path: str | Path, text: str) -> None:
-    """Write text so that readers see either the old file or the complete new one."""
+def atomic_write_bytes(path: str | Path, data: bytes) -> None:
+    """Write bytes so that readers see either the old file or the complete new one."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
         os.fchmod(fd, shared_mode())  # mkstemp makes 0600: give the file the mode `open` would
-        with os.fdopen(fd, "w", encoding="utf-8") as handle:
-            handle.write(text)
+        with os.fdopen(fd, "wb") as handle:
+            handle.write(data)
             handle.flush()
             os.fsync(handle.fileno())
         os.replace(tmp, path)
@@ -81,6 +81,11 @@ def atomic_write_text(path: str | Path, text: str) -> None:
         with contextlib.suppress(FileNotFoundError):
             os.unlink(tmp)
         raise
+
+
+def atomic_write_text(path: str | Path, text: str) -> None:
+    """Write text (UTF-8) so that readers see either the old file or the complete new one."""
+    atomic_write_bytes(path, text.encode("utf-8"))
 
 
 def atomic_write_json(path: str | Path, obj: Any) -> None:

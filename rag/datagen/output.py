@@ -18,11 +18,10 @@ import io
 import json
 import os
 import shutil
-import tempfile
 from pathlib import Path
 from typing import Any
 
-from rag.core.io import atomic_write_jsonl, iter_jsonl_numbered
+from rag.core.io import atomic_write_bytes, atomic_write_jsonl, iter_jsonl_numbered
 from rag.datagen.categories import MULTI_DOC_CATEGORIZATION, CategorySet
 
 QA_FILE = Path("liverag_dm") / "dev_qa.tsv"
@@ -58,22 +57,7 @@ def write_qa(out: Path, columns: list[str], rows: list[dict[str, Any]]) -> None:
     for row in rows:
         writer.writerow({k: (repr(v) if isinstance(v, list) else v) for k, v in row.items()})
     atomic_write_jsonl(out / QA_JSONL, rows)
-    _atomic_write_bytes(out / QA_FILE, buffer.getvalue().encode("utf-8"))
-
-
-def _atomic_write_bytes(path: Path, data: bytes) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "wb") as handle:
-            handle.write(data)
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(tmp)
-        raise
+    atomic_write_bytes(out / QA_FILE, buffer.getvalue().encode("utf-8"))
 
 
 def place_corpus(source: Path, out: Path, mode: str, id_field: str, text_field: str) -> Path:

@@ -197,7 +197,7 @@ class LiveDay:
                     if not (g.answer or "").strip():  # an empty answer would fail the submission: extract one
                         g = ExtractiveGenerator().generate([_input(q, c)], None)[0]
                         fallback = "extractive (empty answer)"
-                    row = pipeline.record(q, r, c, g)
+                    row = pipeline.record(q, r, c, g).to_json()  # the answers.jsonl line (a dict)
                     row["live"] = {"rung": rung.name, "rung_index": decision.rung, "overrides": rung.overrides,
                                    "batch": batch_no, "fallback": fallback}
                     rows.append(row)

@@ -21,7 +21,7 @@ def test_two_by_two_multirun_writes_four_folders(data_dir, shared_cache, tmp_pat
            "generator.max_tokens=16", "rerank.k=2,3", "ordering=inverted,as_ranked"]
     proc = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=1200)
     assert proc.returncode == 0, proc.stderr[-3000:]
-    cells = sorted(p for p in (tmp_path / "multirun").glob("*/*/*") if p.is_dir())
+    cells = sorted(p for p in (tmp_path / "multirun").glob("*/*/*") if (p / ".hydra").is_dir())  # not report/
     assert len(cells) == 4, cells
     seen = set()
     for cell in cells:

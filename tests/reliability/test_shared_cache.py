@@ -69,7 +69,7 @@ def test_cache_built_by_one_user_serves_another(hotpot_data, tmp_path):
         assert (tmp_path / "reader-run" / "metrics.json").is_file()
 
         # work the cache lacks, which this user may not write: one line naming the path, no traceback
-        denied = _run([*ARGS, "cache.retrieval_depth=50", f"hydra.run.dir={tmp_path / 'denied-run'}"], env,
+        denied = _run([*ARGS, "cache.retrieval_depth=150", f"hydra.run.dir={tmp_path / 'denied-run'}"], env,
                       AS_ANOTHER_USER)
         out = denied.stdout + denied.stderr
         assert denied.returncode == 2, out[-3000:]

@@ -53,7 +53,7 @@ def test_table1_matches_the_judges_own_metrics(small_sweep):
             assert sum(shares) == pytest.approx(1.0)
             for value, (share, lo, hi) in zip(values, (row.shares[(name, v)] for v in values)):
                 # eval.report computed the same share for metrics.json from the same records
-                assert share == pytest.approx(metrics[f"judge/liverag/{name}_share_{value}_{row.hop}"])
+                assert share == pytest.approx(metrics[f"judge/liverag/{name}_share_{value}/{row.hop}"])
                 assert lo <= share <= hi
 
 
