@@ -35,6 +35,13 @@ def data_dir() -> Path:
 
 
 @pytest.fixture(scope="session")
+def hotpot_data() -> Path:
+    if not (DATA_DIR / "hotpotqa_musique" / "hotpotqa_train.json").is_file():
+        pytest.skip(f"HotpotQA data not found under {DATA_DIR}; set RAG_DATA_DIR")
+    return DATA_DIR
+
+
+@pytest.fixture(scope="session")
 def shared_cache(tmp_path_factory) -> Path:
     """One cache for the session so that indexes are built once across tests."""
     return Path(os.environ.get("RAG_TEST_CACHE_DIR") or tmp_path_factory.mktemp("rag-cache"))

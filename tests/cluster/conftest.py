@@ -2,19 +2,9 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
 
 from tests.cluster.helpers import slurm_unavailable_reason
-from tests.conftest import DATA_DIR
-
-
-@pytest.fixture(scope="session")
-def hotpot_data() -> Path:
-    if not (DATA_DIR / "hotpotqa_musique" / "hotpotqa_train.json").is_file():
-        pytest.skip(f"HotpotQA data not found under {DATA_DIR}; set RAG_DATA_DIR")
-    return DATA_DIR
 
 
 @pytest.fixture(scope="session")

@@ -12,13 +12,6 @@ from tests.conftest import DATA_DIR
 
 
 @pytest.fixture(scope="session")
-def hotpot_data() -> Path:
-    if not (DATA_DIR / "hotpotqa_musique" / "hotpotqa_train.json").is_file():
-        pytest.skip(f"HotpotQA data not found under {DATA_DIR}; set RAG_DATA_DIR")
-    return DATA_DIR
-
-
-@pytest.fixture(scope="session")
 def fineweb_gz() -> Path:
     path = DATA_DIR / "liverag_dm" / "fineweb_docs.jsonl.gz"
     if not path.is_file():
