@@ -35,6 +35,7 @@ from rag.fingerprint import check_run_dir
 from rag.pipeline import Pipeline, format_metrics_table
 from rag.preflight import check_config
 from rag.sweep.cells import sweep_group
+from rag.sweep.group_keys import force_keys_of_swept_groups
 
 log = logging.getLogger(__name__)
 
@@ -130,5 +131,15 @@ def main(cfg: DictConfig) -> float | None:
     return metrics.get(objective) if objective else None
 
 
+def _argv_for_hydra(argv: list[str]) -> list[str]:
+    """Keys of a swept group become `++key=` in a multirun (see `rag.sweep.group_keys`), said in one line each."""
+    argv, rewritten = force_keys_of_swept_groups(argv)
+    for override in rewritten:
+        print(f"multirun: {override} is applied as ++{override} (Hydra composes the default option of a swept "
+              f"group before the sweep)", file=sys.stderr)
+    return argv
+
+
 if __name__ == "__main__":
+    sys.argv[1:] = _argv_for_hydra(sys.argv[1:])
     main()

@@ -2,7 +2,8 @@
 
 A multirun's sweeper (`hydra_plugins.rag_sweep.sweeper.CheckedSweeper`) composes every cell's config as
 launchers will and checks them all before any cell is launched or submitted: environment variables that configured
-components declare (`required_env(node)` on the component's class), data files, model paths and packages,
+components declare (`required_env(node)` on the component's class), keys a component's constructor does not
+take, data files, model paths and packages,
 `rerank.k <= retriever.k` and `cache.retrieval_depth >= max k`. Each problem is one line; any problem ends the
 command with status 2 and nothing submitted. A single run checks its own config the same way, before any work.
 """
@@ -55,6 +56,53 @@ def _component_class(target: str) -> Any:
         return None
 
 
+def _forwards_kwargs_to_base(init: Any, kwargs_name: str) -> bool:
+    """Whether `init` passes its `**kwargs_name` on as `super().__init__(..., **kwargs_name)`."""
+    import ast
+    import inspect
+    import textwrap
+
+    try:
+        tree = ast.parse(textwrap.dedent(inspect.getsource(init)))
+    except (OSError, TypeError, SyntaxError):
+        return False
+    for call in ast.walk(tree):
+        if (isinstance(call, ast.Call) and isinstance(call.func, ast.Attribute) and call.func.attr == "__init__"
+                and isinstance(call.func.value, ast.Call) and isinstance(call.func.value.func, ast.Name)
+                and call.func.value.func.id == "super"):
+            return any(k.arg is None and isinstance(k.value, ast.Name) and k.value.id == kwargs_name
+                       for k in call.keywords)
+    return False
+
+
+def _unknown_arguments(cls: Any, node: dict[str, Any]) -> list[str]:
+    """Keys of a component node that its constructor does not take.
+
+    A constructor whose `**kwargs` go to `super().__init__` is followed up the MRO; one that keeps its `**kwargs`
+    (options it validates itself) accepts anything, and nothing is reported.
+    """
+    import inspect
+
+    names: set[str] = set()
+    for owner in (cls.__mro__ if inspect.isclass(cls) else (cls,)):
+        init = owner.__dict__.get("__init__") if inspect.isclass(owner) else owner
+        if init is None:
+            continue
+        if init is object.__init__:
+            break
+        try:
+            params = list(inspect.signature(init).parameters.values())
+        except (TypeError, ValueError):  # a builtin or C extension without a readable signature
+            return []
+        names |= {p.name for p in params if p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD)}
+        var_kw = next((p.name for p in params if p.kind is p.VAR_KEYWORD), None)
+        if var_kw is None:
+            break
+        if not _forwards_kwargs_to_base(init, var_kw):
+            return []
+    return [key for key in node if not key.startswith("_") and key not in names]
+
+
 def _resolved(cfg: DictConfig) -> dict[str, Any]:
     """The task config resolved (Hydra's own node, present in a sweep cell's config, is left out)."""
     if "hydra" in cfg:
@@ -78,6 +126,10 @@ def check_config(cfg: DictConfig, environ: dict[str, str] | None = None) -> list
         target = node.get("_target_")
         if target:
             cls = _component_class(str(target))
+            if cls is not None:
+                for key in _unknown_arguments(cls, node):
+                    problems.append(f"{path}.{key}: {str(target).rsplit('.', 1)[-1]} takes no argument {key!r} "
+                                    f"(a typo, or a key meant for another option of this group)")
             required = getattr(cls, "required_env", None) if cls is not None else None
             if callable(required):
                 for name in required(node):

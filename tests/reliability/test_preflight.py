@@ -71,6 +71,26 @@ def test_single_run_refuses_rerank_k_above_retriever_k(hotpot_data, tmp_path):
     assert not (tmp_path / "run" / "answers.jsonl").exists() and not (tmp_path / "cache" / "index").exists()
 
 
+def test_key_a_component_does_not_take_is_named(hotpot_data, tmp_path):
+    cfg = compose_config(["generator=ginger", "+generator.max_docs=3", "+retriever.kk=4"], tmp_path)
+    text = "\n".join(check_config(cfg, environ={}))
+    assert "generator.max_docs: GingerGenerator takes no argument 'max_docs'" in text  # **kwargs followed to base
+    assert "retriever.kk:" in text and "retriever.k:" not in text
+    # judges keep their **options and validate them themselves: no report
+    assert not [p for p in check_config(compose_config(["judge=full"], tmp_path), environ={}) if "argument" in p]
+
+
+def test_multirun_sets_a_key_of_swept_group_options(hotpot_data, tmp_path):
+    """Hydra composes a multirun's master config with the *default* generator, which has no `max_docs`: the key
+    is applied as `++generator.max_docs` and each cell is checked; ginger, which lacks it, is named."""
+    proc = rag_main(["-m", "dataset=hotpotqa", "logger=none", "generator=crucible,crucible_verified,ginger",
+                     "generator.max_docs=3"], _env(tmp_path), timeout=300)
+    assert proc.returncode == 2, proc.stderr[-3000:]
+    assert "not in struct" not in proc.stderr and "applied as ++generator.max_docs=3" in proc.stderr
+    assert _problem_lines(proc) == ["preflight: generator.max_docs: GingerGenerator takes no argument 'max_docs' "
+                                    "(a typo, or a key meant for another option of this group) [cell(s) 2]"]
+
+
 def _slurm_job_ids() -> set[str]:
     out = subprocess.run(["squeue", "-h", "-o", "%i"], capture_output=True, text=True, timeout=30).stdout
     ids = set(out.split())
