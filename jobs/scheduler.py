@@ -30,8 +30,8 @@ class SubmititJob:
 
     job_id: str
     folder: Path
-    #: job number in the sweep (from the pickled submission), when readable
-    num: int | None = None
+    #: the sweep's cell numbers this job runs (from the pickled submission; several for a pack), when readable
+    nums: list[int] = field(default_factory=list)
     #: "success" / "error" from the result pickle; None while running or when killed hard
     outcome: str | None = None
     error: str | None = None
@@ -59,16 +59,21 @@ def _read_result(path: Path) -> tuple[str | None, str | None]:
     return str(outcome), (payload if outcome == "error" and isinstance(payload, str) else None)
 
 
-def _read_num(path: Path) -> int | None:
-    """Job number from the pickled submission: the launcher's __call__ args are (overrides, key, num, ...)."""
+def _read_nums(path: Path) -> list[int]:
+    """Cell numbers from the pickled submission: the launcher's __call__ args are (overrides, key, num, ...);
+    a pack's (`CellPack`) are ([(overrides, key, num, job id), ...], state)."""
     try:
         with open(path, "rb") as handle:
             delayed = pickle.load(handle)
         args = getattr(delayed, "args", ())
-        return int(args[2]) if len(args) > 2 else None
+        if len(args) > 2:
+            return [int(args[2])]
+        if args and isinstance(args[0], list | tuple):
+            return [int(cell[2]) for cell in args[0]]
+        return []
     except Exception as err:  # noqa: BLE001 - e.g. pickled by another environment
         log.debug("cannot read %s: %s", path, err)
-        return None
+        return []
 
 
 def submitit_jobs(sweep_dir: Path) -> list[SubmititJob]:
@@ -87,7 +92,7 @@ def submitit_jobs(sweep_dir: Path) -> list[SubmititJob]:
             job.outcome, job.error = _read_result(result)
         submitted = folder / f"{folder.name}_submitted.pkl"
         if submitted.is_file():
-            job.num = _read_num(submitted)
+            job.nums = _read_nums(submitted)
         jobs.append(job)
     jobs.sort(key=lambda j: _sort_key(j.job_id))
     return jobs

@@ -75,7 +75,7 @@ def sweep_status(sweep_dir: str | Path) -> tuple[Sweep, list[CellStatus]]:
     sweep = load_sweep(sweep_dir)
     jobs = submitit_jobs(sweep.dir)
     by_id: dict[str, SubmititJob] = {j.job_id: j for j in jobs}
-    by_num: dict[int, SubmititJob] = {j.num: j for j in jobs if j.num is not None}  # newest wins
+    by_num: dict[int, SubmititJob] = {num: j for j in jobs for num in j.nums}  # newest wins
     resubmitted = resubmissions(sweep.dir)
     local = is_local_sweep(sweep)
 

@@ -67,12 +67,39 @@ class SweepSummary:
     files: dict[str, Path] = field(default_factory=dict)
 
     @property
+    def model_loads(self) -> int | None:
+        """Models loaded over the complete cells (`model_loads` of each metrics.json); None when not counted."""
+        counted = [r["model_loads"] for r in self.rows if r["status"] == "complete" and _is_number(r.get("model_loads"))]
+        return int(sum(counted)) if counted else None
+
+    @property
+    def llm_configs(self) -> int:
+        """Distinct LLM configs (`llm` and the judges' `llm`) among the complete cells."""
+        return len({llm_identity(c) for c in self.sweep.cells if c.complete})
+
+    @property
     def columns(self) -> list[str]:
         return ["cell", "status", *self.swept, *self.metrics]
 
     @property
     def n_complete(self) -> int:
         return sum(r["status"] == "complete" for r in self.rows)
+
+
+def llm_identity(cell: Cell) -> str:
+    """The LLM configs a cell loaded, from its saved `.hydra/config.yaml`."""
+    import json
+
+    import yaml
+
+    path = cell.dir / ".hydra" / "config.yaml"
+    try:
+        cfg = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
+    except (OSError, yaml.YAMLError):
+        return f"unknown:{cell.name}"
+    judges = cfg.get("judge") or {}
+    return json.dumps({"llm": cfg.get("llm"), "judges": {k: (v or {}).get("llm") for k, v in judges.items()
+                                                          if isinstance(v, dict)}}, sort_keys=True, default=str)
 
 
 def _status(cell: Cell) -> str:
@@ -192,6 +219,10 @@ def to_markdown(summary: SweepSummary) -> str:
     if sweep.fixed_overrides:
         fixed = " ".join(f"{k}={v}" for k, v in sweep.fixed_overrides.items())
         lines.append(f"Fixed overrides: `{fixed}`  ")
+    if summary.model_loads is not None:
+        lines.append(f"Model loads: {summary.model_loads} over the complete cells, which use "
+                     f"{summary.llm_configs} LLM config(s) (each cell's `model_loads`; a cell that reused a loaded "
+                     f"model counts 0)  ")
     lines.append("")
     if summary.agreement is not None:
         from eval.agreement import matrix_markdown
@@ -231,7 +262,7 @@ def write_files(summary: SweepSummary) -> dict[str, Path]:
     atomic_write_json(files["json"], {
         "sweep_dir": str(root), "group": summary.sweep.group, "swept": summary.swept,
         "fixed": summary.sweep.fixed_overrides, "n_cells": len(summary.rows), "n_complete": summary.n_complete,
-        "rows": summary.rows,
+        "model_loads": summary.model_loads, "llm_configs": summary.llm_configs, "rows": summary.rows,
         "best": {m: {"direction": b.direction, "value": b.value, "cells": b.cells} for m, b in summary.best.items()}})
     if summary.agreement_csv is not None:
         files["agreement_csv"] = root / "agreement.csv"
