@@ -45,7 +45,7 @@ def test_cells_sharing_an_llm_run_in_one_job_and_load_it_once(slurm, hotpot_data
     finally:
         _cancel_jobs(tmp_path / "outputs")
     assert proc.returncode == 0, proc.stderr[-3000:]
-    assert "4 cells in 2 jobs (cells_per_job=2, packed by LLM config): 0+2 1+3" in proc.stderr
+    assert "4 cells in 2 jobs (cells_per_job=2, packed by LLM config): 0+2 1+3" in proc.stdout + proc.stderr
     [sweep] = sweep_dirs(tmp_path / "outputs")
     cells = _cells(sweep)
     assert len(cells) == 4

@@ -32,7 +32,8 @@ def test_dense_rerank_reads_vectors_from_the_dense_index(data_dir, shared_cache,
     stored = reranker.score([question.question], [cands])[0]
     fresh = reranker.embedder.encode_passages([c.passage.text for c in cands])
     recomputed = fresh @ reranker.embedder.encode_queries([question.question])[0]
-    np.testing.assert_allclose(stored, recomputed, atol=1e-4)
+    # bfloat16 (`dtype: auto` on AMX/AVX512-BF16 CPUs) rounds differently in other batches: 1e-3 there
+    np.testing.assert_allclose(stored, recomputed, atol=1e-4 if reranker.embedder.dtype == "float32" else 2e-3)
     pipeline.close()
 
 
