@@ -17,3 +17,16 @@ def stable_hash(obj: Any, length: int = 64) -> str:
 def slug(text: str) -> str:
     """A filesystem-safe, still readable name for a model or a parameter value."""
     return re.sub(r"[^A-Za-z0-9._-]+", "_", str(text)).strip("_")[:80] or "x"
+
+
+#: longest folder name we write (file systems refuse names over 255 bytes; Hydra's `<num>_` prefix comes on top)
+MAX_NAME_BYTES = 200
+
+
+def cap_name(name: str, limit: int = MAX_NAME_BYTES) -> str:
+    """`name` when it fits in `limit` bytes; else its start and `~<hash of the whole name>`, still unique."""
+    data = name.encode("utf-8")
+    if len(data) <= limit:
+        return name
+    head = data[: limit - 11].decode("utf-8", errors="ignore")
+    return f"{head}~{stable_hash(name, 10)}"

@@ -134,8 +134,12 @@ def install_log_masking() -> None:
 
 
 def register_resolver() -> None:
-    """`${rag.mask:...}`: the masked text, for folder names built from overrides (`hydra.sweep.subdir`)."""
+    """`${rag.mask:...}`: the masked text, for folder names built from overrides (`hydra.sweep.subdir`), capped
+    at `MAX_NAME_BYTES` (a sweep with many fixed overrides would otherwise name a folder the file system
+    refuses)."""
     from omegaconf import OmegaConf
 
+    from rag.core.hashing import cap_name
+
     if not OmegaConf.has_resolver("rag.mask"):
-        OmegaConf.register_new_resolver("rag.mask", lambda text: mask_text(str(text), _KNOWN))
+        OmegaConf.register_new_resolver("rag.mask", lambda text: cap_name(mask_text(str(text), _KNOWN)))

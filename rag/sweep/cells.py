@@ -177,14 +177,16 @@ def override_dirname(overrides: list[str], master: dict[str, Any]) -> str:
 
 
 def _subdir(num: int, overrides: list[str], master: dict[str, Any]) -> str:
+    from rag.core.hashing import cap_name
     from rag.core.secrets import mask_text
 
     pattern = str(master.get("hydra", {}).get("sweep", {}).get("subdir", "${hydra.job.num}"))
     dirname = override_dirname(overrides, master)
+    masked = cap_name(mask_text(dirname))  # as the `rag.mask` resolver names it
     name = pattern.replace("${hydra.job.num}", str(num)).replace(
-        "${rag.mask:${hydra.job.override_dirname}}", mask_text(dirname)).replace(
+        "${rag.mask:${hydra.job.override_dirname}}", masked).replace(
         "${hydra.job.override_dirname}", dirname)
-    return name if "${" not in name else f"{num}_{mask_text(dirname)}"
+    return name if "${" not in name else f"{num}_{masked}"
 
 
 def load_sweep(sweep_dir: str | Path) -> Sweep:
