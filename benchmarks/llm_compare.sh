@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Issue 14's model comparison: SmolLM2-135M-Instruct (llm=smollm2_135m) against Gemma 3 270M (llm=gemma3_270m)
 # as the demo's model, then the tables printed by benchmarks/strategy_table.py.
-#   N=30 M=20 OUT=/tmp/llm_compare bash benchmarks/llm_compare.sh
+#   N=20 M=3 OUT=/tmp/llm_compare bash benchmarks/llm_compare.sh   (the run in docs/benchmarks.md)
 # 1. answers: the demo's settings (experiment=demo: BM25 k=20, top 3 passages, Simple, answers up to 128 tokens) on
 #    the first N LiveRAG dev questions with each model, each judged by itself with judge=liverag (the model of the
 #    demo is also its judge) shown the same 3 passages: token F1 by hop, judge parse failures, tokens/s.
@@ -11,8 +11,8 @@
 # Response cache off (every answer is generated and timed); RAG_DATA_DIR must be set.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-N="${N:-30}"
-M="${M:-20}"
+N="${N:-20}"
+M="${M:-3}"
 OUT="${OUT:-/tmp/llm_compare}"
 PY="${PY:-.venv/bin/python}"
 export RAG_OUTPUT_DIR="$OUT/outputs" RAG_CACHE_DIR="${RAG_CACHE_DIR:-$OUT/cache}"
