@@ -5,8 +5,9 @@ folder (its cells are read). Prints three markdown tables: generation cost per q
 hits, prompt and completion tokens, generation wall time, answer words, cited sentences); the five Crucible
 metrics (`crucible/<metric>/all`, with uncited answers and judge parse failures), for runs judged by
 `judge=crucible`; and answer quality and parse failures per model (token F1 by hop, the generator's parse
-failures, each judge's parse failures, engine tokens per second and engine seconds per question), which is issue 14's model comparison
-(benchmarks/llm_compare.sh). The judge's own calls are not in the cost table (they are `eval/*` in metrics.json).
+failures, each judge's parse failures, engine tokens per second and engine seconds per question), which is
+issue 14's model comparison (benchmarks/llm_compare.sh). The judge's own calls are not in the cost table (they
+are `eval/*` in metrics.json).
 """
 
 from __future__ import annotations
@@ -73,7 +74,7 @@ def row(run: Path) -> dict:
            "engine_s_per_q": metrics.get("llm_seconds", 0.0) / n}
     for name in CRUCIBLE:
         out[name] = metrics.get(f"crucible/{name}/all")
-    for name in ("uncited_answers", "parse_failures", "n_scored"):
+    for name in ("uncited_answers", "n_scored"):
         out[name] = metrics.get(f"crucible/{name}")
     return out
 
@@ -97,7 +98,7 @@ def markdown(rows: list[dict]) -> str:
                   "| uncited | judge parse failures |", "|---|---|---|---|---|---|---|---|"]
         for r in crucible:
             lines.append(f"| {r['strategy']} | " + " | ".join(fmt(r[m]) for m in CRUCIBLE)
-                         + f" | {fmt(r['uncited_answers'])} | {fmt(r['parse_failures'])} |")
+                         + f" | {fmt(r['uncited_answers'])} | {fmt(r['judge_parse_failures'].get('crucible'))} |")
     judges = sorted({name for r in rows for name in r["judge_parse_failures"]})
     lines += ["", "| strategy | llm | questions | token F1 (all / single / multi) | generator parse failures | "
               + "".join(f"{name} judge parse failures | " for name in judges)
