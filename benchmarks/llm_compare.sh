@@ -2,25 +2,32 @@
 # Issue 14's model comparison: SmolLM2-135M-Instruct (llm=smollm2_135m) against Gemma 3 270M (llm=gemma3_270m)
 # as the demo's model, then the tables printed by benchmarks/strategy_table.py.
 #   N=20 M=3 OUT=/tmp/llm_compare bash benchmarks/llm_compare.sh   (the run in docs/benchmarks.md)
+#   N=120 M=0 JUDGE=none OUT=/tmp/llm_compare120 bash benchmarks/llm_compare.sh   (answers only, no judge)
 # 1. answers: the demo's settings (experiment=demo: BM25 k=20, top 3 passages, Simple, answers up to 128 tokens) on
 #    the first N LiveRAG dev questions with each model, each judged by itself with judge=liverag (the model of the
 #    demo is also its judge) shown the same 3 passages: token F1 by hop, judge parse failures, tokens/s.
 # 2. strategies: SmolLM2 on the first M questions with the five prompt strategies and issue 11's settings (BM25
 #    k=20, top 5 passages), so its parse failures per strategy sit next to Gemma's from
 #    benchmarks/strategies_side_by_side.sh (same questions, same retrieval). M=0 skips this part.
+# JUDGE=none skips the judge (token F1 and generator parse failures only; half the time).
+# 3. benchmarks/paired_f1.py: the per-question token F1 difference between the two models, with a bootstrap CI.
 # Response cache off (every answer is generated and timed); RAG_DATA_DIR must be set.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 N="${N:-20}"
 M="${M:-3}"
 OUT="${OUT:-/tmp/llm_compare}"
+JUDGE="${JUDGE:-liverag}"
 PY="${PY:-.venv/bin/python}"
 export RAG_OUTPUT_DIR="$OUT/outputs" RAG_CACHE_DIR="${RAG_CACHE_DIR:-$OUT/cache}"
 "$PY" -m rag.main -m experiment=demo "dataset.limit=$N" llm=gemma3_270m,smollm2_135m logger=none \
-  cache.llm_responses=false judge=liverag judge.liverag.max_passages=3 hydra.sweep.dir="$OUT/answers"
+  cache.llm_responses=false "judge=$JUDGE" $([ "$JUDGE" = liverag ] && echo judge.liverag.max_passages=3) \
+  hydra.sweep.dir="$OUT/answers"
 if [ "$M" -gt 0 ]; then
   "$PY" -m rag.main -m dataset=liverag_dev "dataset.limit=$M" retriever=bm25 retriever.k=20 rerank.k=5 \
     llm=smollm2_135m logger=none cache.llm_responses=false generator=simple,trustrag,instructrag,astuterag,iterdrag \
     hydra.sweep.dir="$OUT/strategies"
 fi
 "$PY" benchmarks/strategy_table.py "$OUT/answers" $([ "$M" -gt 0 ] && echo "$OUT/strategies") --json "$OUT/table.json"
+"$PY" benchmarks/paired_f1.py "$OUT"/answers/*llm=gemma3_270m "$OUT"/answers/*llm=smollm2_135m \
+  --names gemma3_270m smollm2_135m --json "$OUT/paired_f1.json"
