@@ -84,7 +84,7 @@ def plain_torch(texts: list[str]):
 
     model = SentenceTransformer(resolve_model_dir(MODEL["model"], None, MODEL["model_package"]), device="cpu")
     model.max_seq_length = MODEL["max_seq_length"]
-    # the library's own batch size (32): float32 speed is flat across 16-64 here (docs/benchmarks.md)
+    # the library's own batch size (32), as a user calls it; our Embedder defaults to 32 too (docs/benchmarks.md)
     return lambda xs: model.encode(xs, normalize_embeddings=True, convert_to_numpy=True)
 
 
