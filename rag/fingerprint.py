@@ -8,7 +8,9 @@ so a later run into the same folder can name the first keys that differ.
 `resume=auto` (default) resumes a folder whose fingerprint matches and refuses one that differs, before any
 index is built or model loaded; `resume=overwrite` moves the outputs of another (or an unknown) config away and
 starts afresh. A folder that already holds this very config's answers is resumed under both, so a job that is
-requeued with its command line (SLURM preemption, time limits) never discards its own work.
+requeued with its command line (SLURM preemption, time limits) never discards its own work. The one difference
+both accept as "this config" is a larger `dataset.limit`: the first questions keep their answers and the new ones
+are added, so a pilot run grows into the full one.
 """
 
 from __future__ import annotations
@@ -50,6 +52,8 @@ NOT_FINGERPRINTED: dict[str, str] = {
 }
 #: keys (at any depth) that hold where a file lives, not what it holds: `dataset.corpus.data_dir` and the like
 PATH_KEYS = {"data_dir", "cache_dir", "hash_cache_dir", "output_dir"}
+#: the one fingerprinted key a folder may change on resume, upwards only (`_extends_limit`)
+LIMIT_KEY = "dataset.limit"
 
 
 def fingerprinted_config(cfg: DictConfig | dict[str, Any]) -> dict[str, Any]:
@@ -94,6 +98,16 @@ def _describe(key: str, old: dict[str, Any], new: dict[str, Any]) -> str:
     return f"{key} ({show(old)} -> {show(new)})"
 
 
+def _extends_limit(keys: list[str], old: dict[str, Any], new: dict[str, Any]) -> bool:
+    """True when the only change is a larger `dataset.limit` (or none): the dataset's first questions are the same
+    questions with the same answers, so a pilot on 20 questions grows into the full run without redoing them.
+    A smaller limit still refuses: the rewritten answers.jsonl would drop answers already paid for."""
+    if keys != [LIMIT_KEY]:
+        return False
+    before, after = old.get(LIMIT_KEY), new.get(LIMIT_KEY)
+    return isinstance(before, int) and (after is None or (isinstance(after, int) and after > before))
+
+
 def has_outputs(run_dir: Path) -> bool:
     return any((run_dir / name).exists() for name in RUN_OUTPUTS)
 
@@ -124,8 +138,14 @@ def check_run_dir(cfg: DictConfig, run_dir: str | Path) -> dict[str, Any]:
         raise ConfigError(f"resume={mode!r}: expected one of {', '.join(RESUME_MODES)}")
     current = fingerprint(cfg)
     previous = _previous(run_dir) if has_outputs(run_dir) else None
+    old = (previous or {}).get("config", {})
+    keys = [] if previous is None or previous.get("hash") == current["hash"] else differing_keys(old, current["config"])
+    if _extends_limit(keys, old, current["config"]):
+        log.info("%s: dataset.limit raised from %s to %s; the answers already written are kept", run_dir,
+                 old[LIMIT_KEY], current["config"][LIMIT_KEY])
+        keys = []
     if mode == "overwrite":
-        if previous is not None and previous.get("hash") == current["hash"]:
+        if previous is not None and not keys:
             # a requeued or restarted job repeats its command line: its own answers are kept
             log.info("resume=overwrite: %s already holds answers of this config; resuming them", run_dir)
         else:
@@ -134,9 +154,7 @@ def check_run_dir(cfg: DictConfig, run_dir: str | Path) -> dict[str, Any]:
         if previous is None:
             raise ConfigError(f"{run_dir} holds answers of a run without a fingerprint, so its config cannot be "
                               f"checked: run into a new folder, or pass resume=overwrite to start this one afresh")
-        if previous.get("hash") != current["hash"]:
-            old = previous.get("config", {})
-            keys = differing_keys(old, current["config"])
+        if keys:
             shown = "; ".join(_describe(k, old, current["config"]) for k in keys[:3])
             more = f" and {len(keys) - 3} more" if len(keys) > 3 else ""
             raise ConfigError(f"{run_dir} holds answers of another config (differs in {shown}{more}): run into a "

@@ -136,3 +136,54 @@ def test_check_run_dir_refuses_overwrites_and_resumes(tmp_path):
     check_run_dir(a, legacy)  # its config.json matches: resumed
     with pytest.raises(ConfigError):
         check_run_dir(compose_config(["retriever.k=3"], tmp_path), legacy)
+
+
+def test_a_larger_dataset_limit_extends_the_folder_and_a_smaller_one_is_refused(tmp_path):
+    """A pilot on 2 questions grows to 5 in its own folder (both resume modes keep its answers); 5 back to 3 is
+    refused like any other change, since the rewritten answers.jsonl would drop answers already made."""
+    from omegaconf import OmegaConf
+
+    from rag.core.errors import ConfigError
+    from rag.fingerprint import check_run_dir
+
+    run_dir = tmp_path / "run"
+    check_run_dir(compose_config(["dataset.limit=2"], tmp_path), run_dir)
+    (run_dir / "answers.jsonl").write_text('{"id": "q1"}\n{"id": "q2"}\n')
+    for limit, mode in (("5", "auto"), ("null", "overwrite")):
+        check_run_dir(compose_config([f"dataset.limit={limit}", f"resume={mode}"], tmp_path), run_dir)
+        assert (run_dir / "answers.jsonl").is_file(), (limit, mode)
+    assert json.loads((run_dir / FINGERPRINT_FILE).read_text())["config"]["dataset.limit"] is None
+    with pytest.raises(ConfigError, match=r"dataset\.limit \(null -> 3\)"):
+        check_run_dir(compose_config(["dataset.limit=3"], tmp_path), run_dir)
+    # a larger limit together with another change is another config
+    check_run_dir(compose_config(["dataset.limit=2"], tmp_path), tmp_path / "other")
+    (tmp_path / "other" / "answers.jsonl").write_text('{"id": "q1"}\n')
+    with pytest.raises(ConfigError, match=r"dataset\.limit \(2 -> 5\).*retriever\.k"):
+        check_run_dir(compose_config(["dataset.limit=5", "retriever.k=4"], tmp_path), tmp_path / "other")
+    over = compose_config(["dataset.limit=5", "retriever.k=4"], tmp_path)
+    OmegaConf.update(over, "resume", "overwrite")
+    check_run_dir(over, tmp_path / "other")
+    assert not (tmp_path / "other" / "answers.jsonl").exists()
+
+
+def test_raising_dataset_limit_adds_only_the_new_questions(hotpot_data, shared_cache, tmp_path):
+    """End to end on HotpotQA, retrieval only (no model): 2 questions, then 4 into the same folder. The first
+    two records are kept byte for byte and only two questions are retrieved."""
+    from rag.fingerprint import check_run_dir
+    from rag.pipeline import Pipeline
+
+    args = [f"paths.cache_dir={shared_cache}", "dataset=hotpotqa", "generator=none", "retriever.k=5",
+            "rerank.k=2", "logger=none", "cache.stages=false"]
+    run_dir = tmp_path / "run"
+    first_cfg = compose_config([*args, "dataset.limit=2"])
+    check_run_dir(first_cfg, run_dir)
+    Pipeline(first_cfg).run(run_dir)
+    first = read_jsonl(run_dir / "answers.jsonl")
+
+    cfg = compose_config([*args, "dataset.limit=4"])
+    check_run_dir(cfg, run_dir)
+    metrics = Pipeline(cfg).run(run_dir)
+    rows = read_jsonl(run_dir / "answers.jsonl")
+    assert len(rows) == 4 == metrics["n_questions"] and rows[:2] == first
+    assert metrics["retrieval_calls"] == 2  # only the new questions were retrieved
+    assert json.loads((run_dir / FINGERPRINT_FILE).read_text())["config"]["dataset.limit"] == 4
