@@ -50,6 +50,7 @@ VARIANTS = {
     "onnx-int8": dict(backend="onnx", quantize="auto"),
     "onnx-int8-b16": dict(backend="onnx", quantize="auto", batch_size=16),
     "openvino-fp32": dict(backend="openvino"),
+    "openvino-int8-static": dict(backend="openvino", quantize="static"),
 }
 
 
@@ -113,17 +114,22 @@ def full_corpus(variant: str, export_dir: str) -> dict:
     texts, docs = [p.text for p in passages], [p.doc_id for p in passages]
     queries = [q.question for q in questions]
     embedder = Embedder(**{**MODEL, "export_dir": export_dir, **VARIANTS[variant]})
-    embedder.encode_passages(texts[:32])  # load (and export) outside the timing
+    embedder.calibrate(texts)  # int8 static only, as the dense retriever does with its corpus
+    start = time.perf_counter()
+    embedder.encode_passages(texts[:32])  # load (and export once, cached) outside the timing
+    export_s = time.perf_counter() - start
     plain = plain_torch(texts)
     plain(texts[:32])
     out: dict = {"variant": variant, "passages": len(texts), "questions": len(questions), "cpu_count": os.cpu_count(),
-                 "load_before": load_average()}
+                 "export_and_load_s": round(export_s, 1), "load_before": load_average()}
     variant_vectors, out["variant_s"], out["variant_cpu_s"] = timed(embedder.encode_passages, texts)
     out["load_after_variant"] = load_average()
     plain_vectors, out["plain_torch_s"], out["plain_torch_cpu_s"] = timed(plain, texts)
     out["load_after_plain"] = load_average()
     out["ratio_to_plain_torch"] = round(out["plain_torch_s"] / out["variant_s"], 3)
     out["cpu_time_ratio_to_plain_torch"] = round(out["plain_torch_cpu_s"] / out["variant_cpu_s"], 3)
+    # a first build also pays the one-time export (and calibration): the ratio with it counted
+    out["ratio_with_export"] = round(out["plain_torch_s"] / (out["variant_s"] + export_s), 3)
     out["mean_cosine_to_torch"] = round(float(np.mean(np.sum(variant_vectors * plain_vectors, axis=1))), 4)
     out["recall@20_plain_torch"] = round(recall_at_k(plain_vectors, plain(queries), docs, questions), 4)
     out[f"recall@20_{variant}"] = round(recall_at_k(variant_vectors, embedder.encode_queries(queries), docs,

@@ -176,6 +176,7 @@ class Pipeline:
             with self.timer.stage("index"):
                 self.retriever.prepare(self.dataset.corpus, self.cache_dir)
                 self.reranker.prepare(self.cache_dir, self.retriever)  # dense rerank reads the index's vectors
+            log.info("retriever %s; rerank %s", self.retriever.key, self.reranker.key)
             self._index_ready = True
 
     def retrieve_adhoc(self, queries: list[str]) -> list[list[ScoredPassage]]:
@@ -205,7 +206,7 @@ class Pipeline:
             questions = self.dataset.questions
             coverage = self.dataset.gold_coverage()
         log.info("dataset %s: %d questions; retriever %s k=%d; rerank %s k=%s; ordering %s; generator %s",
-                 self.dataset.name, len(questions), self.retriever.key, self.retriever.k, self.reranker.key,
+                 self.dataset.name, len(questions), self.retriever.kind, self.retriever.k, self.reranker.kind,
                  self.reranker.k, self.ordering.name, self.generator.name)
 
         journal = JsonlJournal(run_dir / JOURNAL_FILE)

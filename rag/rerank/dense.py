@@ -51,6 +51,9 @@ class DenseReranker(Reranker):
 
     def prepare(self, cache_dir: str | Path, retriever: Retriever | None = None) -> None:
         self._cache_dir = Path(cache_dir)
+        corpus = getattr(retriever, "corpus", None)
+        if self.embedder.needs_calibration and corpus is not None:  # int8 static: calibrate on the same corpus
+            self.embedder.calibrate([p.text for p in corpus.passages])
         self._index_sources = [r for r in dense_retrievers(retriever)
                                if r.embedder.vector_key == self.embedder.vector_key]
 

@@ -42,6 +42,7 @@ class DenseRetriever(Retriever):
         if corpus is None:
             raise ValueError("retriever=dense needs a dataset with a corpus")
         super().prepare(corpus, cache_dir)
+        self.embedder.calibrate([p.text for p in corpus.passages])  # int8 static only: names the sample in the key
         index_dir = Path(cache_dir) / "index" / f"{self.key}__{corpus.key}"
 
         def build(tmp: Path) -> None:

@@ -50,3 +50,17 @@ def test_dense_rerank_of_bm25_candidates_encodes_each_passage_once_across_runs(d
     assert second.reranker.embedder.encoded_passages == 0
     assert metrics["rerank/vectors_from_cache"] == 5 * 20
     second.close()
+
+
+def test_static_int8_reranker_calibrates_on_the_retrievers_corpus(data_dir, tmp_path):
+    """`quantize: static` needs passages to calibrate on; behind any retriever the reranker takes them from the
+    run's corpus, so a whole run works from config alone and its vector cache is named by that sample."""
+    pipeline = _pipeline(tmp_path / "cache", "retriever=bm25", "cache.stages=false",
+                         "+rerank.embedder.backend=openvino", "+rerank.embedder.quantize=static",
+                         "+rerank.embedder.calibration_size=8", f"+rerank.embedder.export_dir={tmp_path}/embed")
+    metrics = pipeline.run(tmp_path / "run")
+    embedder = pipeline.reranker.embedder
+    assert "-openvino-qint8_static-c" in pipeline.reranker.key
+    assert embedder.encoded_passages > 0 and metrics["rerank/vectors_encoded"] == embedder.encoded_passages
+    assert (tmp_path / "cache" / "embeddings" / f"{embedder.vector_key}.sqlite").exists()
+    pipeline.close()

@@ -48,7 +48,9 @@ def test_auto_precision_follows_the_hardware():
 
 
 @pytest.mark.parametrize("settings", [dict(dtype="float64"), dict(dtype="bfloat16", backend="onnx"),
-                                      dict(backend="tensorflow"), dict(quantize="avx2")])
+                                      dict(backend="tensorflow"), dict(quantize="avx2"),
+                                      dict(backend="onnx", quantize="static"),
+                                      dict(backend="openvino", quantize="avx2")])
 def test_bad_runtime_settings_are_refused_when_built(settings):
     with pytest.raises(ValueError, match=r"embedder\.(dtype|backend|quantize)"):
         Embedder(**MODEL, **settings)
@@ -65,5 +67,40 @@ def test_onnx_int8_export_is_made_once_and_close_to_float32(texts, float32_vecto
     stamp = quantized.stat().st_mtime_ns
     again = Embedder(**MODEL, backend="onnx", quantize="avx2", export_dir=str(tmp_path / "embed"))
     # the same batches give the same vectors (dynamic int8 scales activations per batch, so only the same batches)
+    np.testing.assert_allclose(again.encode_passages(texts), vectors, atol=1e-5)
+    assert quantized.stat().st_mtime_ns == stamp  # loaded, not re-exported
+
+
+def test_static_int8_needs_its_calibration_sample_before_it_has_a_key(texts):
+    embedder = Embedder(**MODEL, backend="openvino", quantize="static", calibration_size=8)
+    with pytest.raises(ValueError, match="embedder.quantize=static"):
+        _ = embedder.vector_key
+    embedder.calibrate(texts)
+    key = embedder.vector_key
+    assert key.startswith("all-MiniLM-L6-v2-len256-openvino-qint8_static-c")
+    same = Embedder(**MODEL, backend="openvino", quantize="static", calibration_size=8)
+    same.calibrate(texts)
+    assert same.vector_key == key
+    other = Embedder(**MODEL, backend="openvino", quantize="static", calibration_size=8)
+    other.calibrate(texts[:12])
+    assert other.vector_key != key  # another calibration sample: other vectors, another index and vector cache
+
+
+@pytest.mark.slow
+def test_openvino_static_int8_export_is_made_once_and_close_to_float32(texts, float32_vectors, tmp_path):
+    embedder = Embedder(**MODEL, backend="openvino", quantize="static", calibration_size=8,
+                        export_dir=str(tmp_path / "embed"))
+    embedder.calibrate(texts)
+    vectors = embedder.encode_passages(texts)
+    assert vectors.dtype == np.float32
+    np.testing.assert_allclose(np.linalg.norm(vectors, axis=1), 1.0, atol=1e-5)
+    assert np.sum(vectors * float32_vectors, axis=1).min() > 0.97
+    [export] = [p for p in (tmp_path / "embed").iterdir() if p.is_dir() and "qint8_static" in p.name]
+    quantized = export / "openvino" / "openvino_model_qint8_static.xml"
+    stamp = quantized.stat().st_mtime_ns
+    assert "FakeQuantize" in quantized.read_text() or "FakeConvert" in quantized.read_text()  # int8 ops, not fp32
+    again = Embedder(**MODEL, backend="openvino", quantize="static", calibration_size=8,
+                     export_dir=str(tmp_path / "embed"))
+    again.calibrate(texts)
     np.testing.assert_allclose(again.encode_passages(texts), vectors, atol=1e-5)
     assert quantized.stat().st_mtime_ns == stamp  # loaded, not re-exported
