@@ -130,7 +130,7 @@ class Embedder:
         if self.needs_calibration:
             if self._calibration_key is None:
                 raise ValueError(f"embedder.quantize=static ({self.name}) calibrates on the passages it will index: "
-                                 "use it as retriever.embedder (or rerank.embedder behind a dense retriever), "
+                                 "use it as retriever.embedder or rerank.embedder (both calibrate on the run's corpus), "
                                  "or call calibrate(passages) first")
             return f"{self.backend}-qint8_static-c{self._calibration_key}"
         if self.quantize:
