@@ -1,11 +1,15 @@
 """Is one run's token F1 really above another's? A paired comparison over the questions both runs answered.
 
-Usage: `python benchmarks/paired_f1.py RUN_A RUN_B [--names A B] [--n-boot 10000] [--json out.json]` (run folders with an
-answers.jsonl whose records carry `scores.f1`). For all questions and by hop (single, multi): the mean F1 of each
-run, the mean per-question difference A - B with a percentile bootstrap CI over questions (one set of resamples,
+Usage: `python benchmarks/paired_f1.py --a SRC [SRC ...] --b SRC [SRC ...] [--names A B] [--n-boot 10000]
+[--json out.json] [--export DIR]` (or the two-run form `paired_f1.py RUN_A RUN_B`). A source is a run folder with an
+answers.jsonl whose records carry `scores.f1`, or a JSONL file of such records; several sources on one side are
+joined by question id (slices of one benchmark run with `dataset.offset`, some of them committed under
+benchmarks/results/). For all questions and by hop (single, multi): the mean F1 of each side, the mean
+per-question difference A - B with a percentile bootstrap CI over questions (one set of resamples,
 rag.report.stats), wins / ties / losses of A, and the two-sided Wilcoxon signed-rank p-value of the differences
-(scipy; ties dropped). Used by benchmarks/llm_compare.sh to compare two models on the same questions and passages:
-a 20-question gap can be noise, and this says how much of it is.
+(scipy; ties dropped). `--export DIR` writes each side's per-question F1 as `DIR/<name>.jsonl` (id, hop,
+scores.f1), small enough to keep beside the figures they back. Used by benchmarks/llm_compare.sh to compare two
+models on the same questions and passages: a 20-question gap can be noise, and this says how much of it is.
 """
 
 from __future__ import annotations
@@ -20,15 +24,15 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from rag.core.io import iter_jsonl_numbered  # noqa: E402
+from rag.core.io import atomic_write_jsonl, iter_jsonl_numbered  # noqa: E402
 from rag.report.stats import bootstrap_means  # noqa: E402
 
 
-def f1_by_id(run: Path) -> dict[str, tuple[str, float]]:
-    """Question id -> (hop, token F1) for every answer of a run that was scored."""
-    path = run / "answers.jsonl"
+def f1_by_id(source: Path) -> dict[str, tuple[str, float]]:
+    """Question id -> (hop, token F1) for every scored answer of a run folder or a JSONL file of records."""
+    path = source / "answers.jsonl" if source.is_dir() else source
     if not path.is_file():
-        raise SystemExit(f"{run}: no answers.jsonl (not a finished run folder)")
+        raise SystemExit(f"{source}: neither a finished run folder (no answers.jsonl) nor a JSONL file")
     out = {}
     for line, record in iter_jsonl_numbered(path):
         f1 = (record.get("scores") or {}).get("f1")
@@ -36,6 +40,24 @@ def f1_by_id(run: Path) -> dict[str, tuple[str, float]]:
             raise SystemExit(f"{path}:{line}: record {record.get('id')!r} has no scores.f1")
         out[str(record["id"])] = (record.get("hop") or "unknown", float(f1))
     return out
+
+
+def joined(sources: list[Path]) -> dict[str, tuple[str, float]]:
+    """One side's answers from several sources; a question answered in two of them is refused (slices of one
+    benchmark must not overlap, or its answer would count once with either value)."""
+    out: dict[str, tuple[str, float]] = {}
+    for source in sources:
+        part = f1_by_id(source)
+        twice = sorted(set(part) & set(out))
+        if twice:
+            raise SystemExit(f"{source}: questions {twice[:3]} also come from an earlier source of the same side")
+        out.update(part)
+    return out
+
+
+def export(scores: dict[str, tuple[str, float]], path: Path) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    atomic_write_jsonl(path, [{"id": q, "hop": hop, "scores": {"f1": f1}} for q, (hop, f1) in sorted(scores.items())])
 
 
 def compare(a: dict[str, tuple[str, float]], b: dict[str, tuple[str, float]], n_boot: int, seed: int = 0) -> dict:
@@ -73,18 +95,31 @@ def to_markdown(result: dict, name_a: str, name_b: str) -> str:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("run_a", type=Path)
-    parser.add_argument("run_b", type=Path)
+    parser.add_argument("runs", type=Path, nargs="*", help="RUN_A RUN_B (the two-run form)")
+    parser.add_argument("--a", type=Path, nargs="+", default=[], help="side A: run folders or JSONL files")
+    parser.add_argument("--b", type=Path, nargs="+", default=[], help="side B: run folders or JSONL files")
     parser.add_argument("--n-boot", type=int, default=10000)
-    parser.add_argument("--names", nargs=2, default=["A", "B"], help="labels of the two runs in the table")
+    parser.add_argument("--names", nargs=2, default=["A", "B"], help="labels of the two sides in the table")
     parser.add_argument("--json", type=Path, default=None)
+    parser.add_argument("--export", type=Path, default=None, help="write DIR/<name>.jsonl per side")
     args = parser.parse_args()
-    result = compare(f1_by_id(args.run_a), f1_by_id(args.run_b), args.n_boot)
-    result.update(run_a=str(args.run_a), run_b=str(args.run_b))
+    if args.runs:
+        if len(args.runs) != 2 or args.a or args.b:
+            parser.error("give two runs (RUN_A RUN_B) or --a ... --b ..., not both")
+        args.a, args.b = [args.runs[0]], [args.runs[1]]
+    if not (args.a and args.b):
+        parser.error("both sides are needed: RUN_A RUN_B, or --a ... --b ...")
+    side_a, side_b = joined(args.a), joined(args.b)
+    result = compare(side_a, side_b, args.n_boot)
+    result.update(sources_a=[str(p) for p in args.a], sources_b=[str(p) for p in args.b])
     print(to_markdown(result, *args.names))
-    print(f"{args.names[0]} = {args.run_a}\n{args.names[1]} = {args.run_b}")
+    for name, sources in zip(args.names, (args.a, args.b)):
+        print(f"{name} = {' + '.join(map(str, sources))}")
     if args.json:
         args.json.write_text(json.dumps(result, indent=2))
+    if args.export:
+        for name, scores in zip(args.names, (side_a, side_b)):
+            export(scores, args.export / f"{name}.jsonl")
 
 
 if __name__ == "__main__":

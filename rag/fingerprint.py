@@ -52,6 +52,9 @@ NOT_FINGERPRINTED: dict[str, str] = {
 }
 #: keys (at any depth) that hold where a file lives, not what it holds: `dataset.corpus.data_dir` and the like
 PATH_KEYS = {"data_dir", "cache_dir", "hash_cache_dir", "output_dir"}
+#: keys added after run folders had fingerprints, left out at the value that reproduces the older behaviour so
+#: folders written before them keep resuming (a non-default value is fingerprinted like any other key)
+ADDED_LATER: dict[str, Any] = {"dataset.offset": 0}
 #: the one fingerprinted key a folder may change on resume, upwards only (`_extends_limit`)
 LIMIT_KEY = "dataset.limit"
 
@@ -61,7 +64,8 @@ def fingerprinted_config(cfg: DictConfig | dict[str, Any]) -> dict[str, Any]:
     secret-looking values masked (a key never reaches fingerprint.json, and rotating it keeps the folder)."""
     data = OmegaConf.to_container(cfg, resolve=True) if isinstance(cfg, DictConfig) else dict(cfg)
     flat = _flatten(redact(data))
-    return {k: v for k, v in sorted(flat.items()) if not _ignored(k)}
+    return {k: v for k, v in sorted(flat.items())
+            if not _ignored(k) and not (k in ADDED_LATER and v == ADDED_LATER[k])}
 
 
 def fingerprint(cfg: DictConfig | dict[str, Any]) -> dict[str, Any]:

@@ -14,23 +14,32 @@ log = logging.getLogger(__name__)
 
 
 class Dataset:
-    def __init__(self, name: str, questions: QuestionLoader, corpus: Corpus, limit: int | None = None):
+    def __init__(self, name: str, questions: QuestionLoader, corpus: Corpus, limit: int | None = None,
+                 offset: int = 0):
         if limit is not None and limit < 1:
             raise ValueError(f"dataset.limit must be a positive integer or null, got {limit}")
+        if offset < 0:
+            raise ValueError(f"dataset.offset must be 0 or a positive integer, got {offset}")
         self.name = name
         self.loader = questions
         self.corpus = corpus
         self.limit = limit
+        #: questions skipped at the start of the file, so a long benchmark can run in slices that add up
+        self.offset = offset
 
     @cached_property
     def questions(self) -> list[Question]:
-        """The first `limit` questions in file order."""
+        """`limit` questions in file order after the first `offset` (all of them by default)."""
         questions = self.loader.load()
         ids = [q.id for q in questions]
         if len(set(ids)) != len(ids):
             dupes = sorted({i for i in ids if ids.count(i) > 1})[:5]
             raise ValueError(f"dataset {self.name}: duplicate question ids {dupes}")
-        return questions[: self.limit] if self.limit else questions
+        if self.offset >= len(questions):
+            raise ValueError(f"dataset {self.name}: dataset.offset={self.offset} skips all {len(questions)} "
+                             f"questions of {self.loader.path}")
+        end = self.offset + self.limit if self.limit else None
+        return questions[self.offset:end]
 
     @property
     def key(self) -> str:

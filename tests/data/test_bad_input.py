@@ -76,6 +76,26 @@ def test_corpus_lacking_gold_document_warns_and_counts(tmp_path, caplog):
     assert "not in corpus" in caplog.text and "d9" in caplog.text
 
 
+def test_offset_and_limit_select_a_slice_and_an_offset_past_the_end_is_refused(tmp_path):
+    """Slices add up to the whole file (a long benchmark run in parts); an offset that skips every question
+    names the setting and the file instead of running nothing."""
+    qa = tmp_path / "qa.tsv"
+    qa.write_text(HEADER + "".join(f"{i}\tq{i}?\ta\t['x']\t['d1']\tsingle-doc\n" for i in range(5)))
+    docs = tmp_path / "docs.jsonl"
+    docs.write_text(json.dumps({"doc_id": "d1", "text": "some words"}) + "\n")
+
+    def ids(**kwargs) -> list[str]:
+        return [q.id for q in Dataset("tiny", DataMorganaQA(str(qa)), JsonlCorpus(str(docs)), **kwargs).questions]
+
+    assert ids(limit=2) + ids(offset=2, limit=2) + ids(offset=4) == ids() == ["0", "1", "2", "3", "4"]
+    assert Dataset("tiny", DataMorganaQA(str(qa)), JsonlCorpus(str(docs)), offset=2, limit=2).key != \
+        Dataset("tiny", DataMorganaQA(str(qa)), JsonlCorpus(str(docs)), limit=2).key
+    with pytest.raises(ValueError, match=r"dataset\.offset=5 skips all 5 questions of .*qa\.tsv"):
+        ids(offset=5)
+    with pytest.raises(ValueError, match=r"dataset\.offset must be 0 or a positive integer"):
+        ids(offset=-1)
+
+
 def test_chunking_limits_and_overlap():
     text = " ".join(f"w{i}" for i in range(10))
     assert chunk_words(text, 4) == ["w0 w1 w2 w3", "w4 w5 w6 w7", "w8 w9"]

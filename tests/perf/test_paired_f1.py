@@ -53,3 +53,26 @@ def test_a_record_without_f1_names_file_and_line(tmp_path):
     proc = _paired(a, b)
     assert proc.returncode != 0
     assert f"{b / 'answers.jsonl'}:2: record '2' has no scores.f1" in proc.stderr
+
+
+def test_slices_join_by_question_export_round_trips_and_overlaps_are_refused(tmp_path):
+    """A benchmark run in two slices (`dataset.offset`) compares like one run; the exported per-question files
+    stand in for the run folders; a question in two slices of one side is refused."""
+    whole_a = {"1": ("single", 0.5), "2": ("multi", 0.4), "3": ("multi", 0.2), "4": ("single", 0.3)}
+    whole_b = {"1": ("single", 0.1), "2": ("multi", 0.4), "3": ("multi", 0.3), "4": ("single", 0.1)}
+    one = _paired(_run(tmp_path / "a", whole_a), _run(tmp_path / "b", whole_b), "--n-boot", "500",
+                  "--json", tmp_path / "one.json")
+    assert one.returncode == 0, one.stderr
+    halves = {f"{side}{half}": _run(tmp_path / f"{side}{half}", {q: v for q, v in whole.items() if (q in "12") == (half == 1)})
+              for side, whole in (("a", whole_a), ("b", whole_b)) for half in (1, 2)}
+    two = _paired("--a", halves["a1"], halves["a2"], "--b", halves["b1"], halves["b2"], "--n-boot", "500",
+                  "--names", "big", "small", "--json", tmp_path / "two.json", "--export", tmp_path / "per_question")
+    assert two.returncode == 0, two.stderr
+    first, second = (json.loads((tmp_path / f"{n}.json").read_text()) for n in ("one", "two"))
+    assert second["all"] == first["all"] and second["multi"] == first["multi"]
+    exported = _paired("--a", tmp_path / "per_question" / "big.jsonl", "--b", tmp_path / "per_question" / "small.jsonl",
+                       "--n-boot", "500", "--json", tmp_path / "three.json")
+    assert exported.returncode == 0, exported.stderr
+    assert json.loads((tmp_path / "three.json").read_text())["all"] == first["all"]
+    overlap = _paired("--a", halves["a1"], tmp_path / "a", "--b", tmp_path / "b")
+    assert overlap.returncode != 0 and "also come from an earlier source of the same side" in overlap.stderr

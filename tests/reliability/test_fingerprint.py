@@ -166,6 +166,16 @@ def test_a_larger_dataset_limit_extends_the_folder_and_a_smaller_one_is_refused(
     assert not (tmp_path / "other" / "answers.jsonl").exists()
 
 
+def test_dataset_offset_is_another_config_and_its_default_keeps_older_folders(tmp_path):
+    """Another slice of the questions is another config; offset 0 hashes as folders written before the key
+    existed did, so they keep resuming."""
+    base = fingerprint(compose_config(["dataset.limit=2"], tmp_path))
+    assert "dataset.offset" not in base["config"]
+    assert fingerprint(compose_config(["dataset.limit=2", "dataset.offset=0"], tmp_path))["hash"] == base["hash"]
+    sliced = fingerprint(compose_config(["dataset.limit=2", "dataset.offset=2"], tmp_path))
+    assert sliced["hash"] != base["hash"] and sliced["config"]["dataset.offset"] == 2
+
+
 def test_raising_dataset_limit_adds_only_the_new_questions(hotpot_data, shared_cache, tmp_path):
     """End to end on HotpotQA, retrieval only (no model): 2 questions, then 4 into the same folder. The first
     two records are kept byte for byte and only two questions are retrieved."""
