@@ -2,10 +2,10 @@
 # Issue 14's model comparison: SmolLM2-135M-Instruct (llm=smollm2_135m) against Gemma 3 270M (llm=gemma3_270m)
 # as the demo's model, then the tables printed by benchmarks/strategy_table.py.
 #   N=20 M=3 OUT=/tmp/llm_compare bash benchmarks/llm_compare.sh   (the run in docs/benchmarks.md)
-#   N=140 M=0 JUDGE=none OUT=/tmp/llm_compare140 bash benchmarks/llm_compare.sh   (answers only, no judge; docs)
+#   START=0 N=148 M=0 JUDGE=none OUT=/tmp/llm_compare_a bash benchmarks/llm_compare.sh   (answers only, no judge; docs)
 #   START=148 N=147 M=0 JUDGE=none OUT=/tmp/llm_compare_b bash benchmarks/llm_compare.sh   (a slice: questions 149-295)
 # 1. answers: the demo's settings (experiment=demo: BM25 k=20, top 3 passages, Simple, answers up to 128 tokens) on
-#    the first N LiveRAG dev questions with each model, each judged by itself with judge=liverag (the model of the
+#    N LiveRAG dev questions (after the first START) with each model, each judged by itself with judge=liverag (the model of the
 #    demo is also its judge) shown the same 3 passages: token F1 by hop, judge parse failures, tokens/s.
 # 2. strategies: SmolLM2 on the first M questions with the five prompt strategies and issue 11's settings (BM25
 #    k=20, top 5 passages), so its parse failures per strategy sit next to Gemma's from
