@@ -10,8 +10,8 @@ applies ONNX Runtime's int8 dynamic quantization to the export (`auto` picks the
 and `quantize: static` with `backend: openvino` applies NNCF's post-training int8 quantization (through
 optimum-intel, as sentence-transformers' own OpenVINO export does), calibrated on a seeded sample of the passages
 to be indexed: `calibrate(texts)` (the dense retriever calls it with its corpus) names that sample in the vector
-key, so a passage vector is never reused across calibrations. On the whole FineWeb corpus it was 2.71x plain
-float32 sentence-transformers in one run, recall@20 within 0.006 (docs/benchmarks.md).
+key, so a passage vector is never reused across calibrations. On the whole FineWeb corpus it was 2.71x and 2.64x plain
+float32 sentence-transformers in two runs, recall@20 within 0.006 (docs/benchmarks.md).
 `dtype` sets the torch weights' precision: `bfloat16` runs the encoder on the CPU's bf16 matrix units (AMX or
 AVX512-BF16), 1.86x plain float32 sentence-transformers on the whole FineWeb corpus on our 2-core VM with the
 same recall@20 (docs/benchmarks.md); `auto` takes it where the CPU (or GPU) has such units and float32
