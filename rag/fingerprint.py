@@ -54,7 +54,7 @@ NOT_FINGERPRINTED: dict[str, str] = {
 PATH_KEYS = {"data_dir", "cache_dir", "hash_cache_dir", "output_dir"}
 #: keys added after run folders had fingerprints, left out at the value that reproduces the older behaviour so
 #: folders written before them keep resuming (a non-default value is fingerprinted like any other key)
-ADDED_LATER: dict[str, Any] = {"dataset.offset": 0}
+ADDED_LATER: dict[str, Any] = {"dataset.offset": 0, "llm.n_threads_batch": None}
 #: the one fingerprinted key a folder may change on resume, upwards only (`_extends_limit`)
 LIMIT_KEY = "dataset.limit"
 

@@ -17,6 +17,7 @@ from typing import Any
 
 from tqdm.auto import tqdm
 
+from rag.core.cpus import usable_cpus
 from rag.core.hashing import stable_hash
 from rag.llm.base import Completion, LLMEngine, LLMRequest
 from rag.llm.cache import ResponseCache, model_identity
@@ -59,13 +60,19 @@ class LlamaCppEngine(LLMEngine):
     supports_logprobs = True
     def __init__(self, model_path: str | None = None, model_package: str | None = None,
                  model_file: str | None = None, model_name: str | None = None, n_ctx: int = 8192,
-                 n_threads: int | None = None, n_batch: int = 512, n_ubatch: int | None = None,
+                 n_threads: int | None = None, n_threads_batch: int | None = None, n_batch: int = 512,
+                 n_ubatch: int | None = None,
                  chat_format: str = "auto", seed: int = 0, repeat_penalty: float = 1.0, top_k: int = 40,
                  min_p: float = 0.05, cache: ResponseCache | None = None, verbose: bool = False):
         self.model_file = resolve_model_file(model_path, model_package, model_file)
         super().__init__(model=model_name or self.model_file.stem, chat_format=chat_format, cache=cache,
                          supports_json_schema=True)
-        self.n_ctx, self.n_threads, self.n_batch, self.seed, self.verbose = n_ctx, n_threads, n_batch, seed, verbose
+        self.n_ctx, self.n_batch, self.seed, self.verbose = n_ctx, n_batch, seed, verbose
+        #: threads for token-by-token generation and for prompt batches; None -> the CPUs this process may use.
+        #: llama-cpp-python's own defaults count the whole machine (cpu_count // 2 and cpu_count), which
+        #: oversubscribes a SLURM allocation and leaves half of a small VM idle while generating
+        self.n_threads = n_threads or usable_cpus()
+        self.n_threads_batch = n_threads_batch or usable_cpus()
         #: tokens per compute step; llama.cpp reserves n_ubatch x vocabulary floats for logits (262k-token
         #: vocabularies: 512 -> 0.5 GB), so a smaller value saves memory at little cost on a CPU
         self.n_ubatch = n_ubatch or n_batch
@@ -115,7 +122,8 @@ class LlamaCppEngine(LLMEngine):
             from llama_cpp import Llama
 
             self._llm = Llama(model_path=str(self.model_file), n_ctx=self.n_ctx, n_threads=self.n_threads,
-                              n_batch=self.n_batch, n_ubatch=self.n_ubatch, seed=self.seed, verbose=self.verbose)
+                              n_threads_batch=self.n_threads_batch, n_batch=self.n_batch, n_ubatch=self.n_ubatch,
+                              seed=self.seed, verbose=self.verbose)
             self.model_loads += 1
         return self._llm
 
@@ -123,7 +131,8 @@ class LlamaCppEngine(LLMEngine):
         if self.chat_format == "auto":
             has_template = bool(self.metadata.get("tokenizer.chat_template"))
             self.chat_format = "chat" if has_template else "plain"
-            log.info("llama.cpp model %s: %s rendering", self.model, self.chat_format)
+            log.info("llama.cpp model %s: %s rendering, %d generation / %d prompt threads", self.model,
+                     self.chat_format, self.n_threads, self.n_threads_batch)
         return self.chat_format == "plain"
 
     def close(self) -> None:

@@ -176,6 +176,15 @@ def test_dataset_offset_is_another_config_and_its_default_keeps_older_folders(tm
     assert sliced["hash"] != base["hash"] and sliced["config"]["dataset.offset"] == 2
 
 
+def test_prompt_thread_setting_added_later_keeps_older_folders(tmp_path):
+    """`llm.n_threads_batch` joined the llama.cpp configs after folders had fingerprints: at its default it hashes
+    as before; a set value is fingerprinted like any other key."""
+    base = fingerprint(compose_config(["dataset.limit=2", "llm=gemma3_270m"], tmp_path))
+    assert "llm.n_threads_batch" not in base["config"] and "llm.n_threads" in base["config"]
+    pinned = fingerprint(compose_config(["dataset.limit=2", "llm=gemma3_270m", "llm.n_threads_batch=2"], tmp_path))
+    assert pinned["hash"] != base["hash"] and pinned["config"]["llm.n_threads_batch"] == 2
+
+
 def test_raising_dataset_limit_adds_only_the_new_questions(hotpot_data, shared_cache, tmp_path):
     """End to end on HotpotQA, retrieval only (no model): 2 questions, then 4 into the same folder. The first
     two records are kept byte for byte and only two questions are retrieved."""

@@ -1,0 +1,24 @@
+"""How many CPUs this process may run on, which is what a thread pool should be sized to.
+
+`os.cpu_count()` counts the whole machine: inside a SLURM job (`cpus_per_task=8` on a 128-CPU node), a container
+or `taskset`, the process may use fewer CPUs, and a pool sized to the machine oversubscribes them many times
+over. The scheduler's affinity mask is the number that matters; SLURM's `SLURM_CPUS_PER_TASK` caps it on
+clusters that allocate CPUs without pinning them (`TaskPlugin=task/none`).
+"""
+
+from __future__ import annotations
+
+import os
+
+
+def usable_cpus() -> int:
+    """CPUs in this process's affinity mask (SLURM's allocation, a container's cpuset, taskset), at most the
+    job's `SLURM_CPUS_PER_TASK`; the machine's count where the platform has no affinity call (macOS)."""
+    if hasattr(os, "sched_getaffinity"):
+        cpus = len(os.sched_getaffinity(0))
+    else:
+        cpus = os.cpu_count() or 1
+    allocated = os.environ.get("SLURM_CPUS_PER_TASK", "")
+    if allocated.isdigit() and int(allocated) > 0:
+        cpus = min(cpus, int(allocated))
+    return max(1, cpus)

