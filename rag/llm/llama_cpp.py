@@ -71,6 +71,10 @@ class LlamaCppEngine(LLMEngine):
         #: threads for token-by-token generation and for prompt batches; None -> the CPUs this process may use.
         #: llama-cpp-python's own defaults count the whole machine (cpu_count // 2 and cpu_count), which
         #: oversubscribes a SLURM allocation and leaves half of a small VM idle while generating
+        for name, value in (("n_threads", n_threads), ("n_threads_batch", n_threads_batch)):
+            if value is not None and (not isinstance(value, int) or value < 1):
+                raise ValueError(f"llm.{name}={value!r}: a positive number of threads, or null for the CPUs this "
+                                 "process may use")
         self.n_threads = n_threads or usable_cpus()
         self.n_threads_batch = n_threads_batch or usable_cpus()
         #: tokens per compute step; llama.cpp reserves n_ubatch x vocabulary floats for logits (262k-token

