@@ -29,6 +29,9 @@ $(STAMP): setup.cfg constraints/cpu.txt Makefile
 	  $(BIN)/pip wheel -q --no-deps --no-cache-dir -w $(WHEEL_DIR) llama-cpp-python==$(LLAMA_VERSION)
 	$(BIN)/pip install -q --no-deps --force-reinstall $(WHEEL_DIR)/llama_cpp_python-$(LLAMA_VERSION)-*.whl
 	$(BIN)/pip install -q -c constraints/cpu.txt -e ".[$(EXTRAS)]"
+	# TREC AutoJudge's evaluator, for the tests that check tau_ap_b against its pyircore copy; without its
+	# dependencies (a heavy command-line stack): the tests load that one numpy/scipy file
+	$(BIN)/pip install -q --no-deps autojudge-evaluate==1.1.0
 	touch $(STAMP)
 
 demo: setup

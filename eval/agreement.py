@@ -3,11 +3,20 @@
 The AutoNuggetizer paper (section 5) compares evaluations by Kendall's tau between the system rankings they
 induce (run level) and by the mean over topics of per-topic tau. We do the same for per-answer evaluations read
 from run folders (`rag.records.AnswerRecord.evaluation_values`: `judge/<judge>/<field>`, `nuggets/<metric>`,
-`scores/<name>`), add tau_ap (top-weighted), and bootstrap both over topics for confidence intervals.
+`scores/<name>`), add the top-weighted AP correlation, and bootstrap all of them over topics for confidence
+intervals.
+
+AP correlation with ties follows Urbano & Marrero ("The Treatment of Ties in AP Correlation", ICTIR 2017):
+tau_ap_a when a reference ("truth") ranking without ties is compared with a candidate that may tie, tau_ap_b
+(symmetric, no reference) when both may tie. The reference is explicit (`--reference`, the sweep summary's
+`agreement_reference`): human labels where a run carries them, else nugget scores, as AutoNuggetizer compares its
+automatic evaluations with the manual one; it is named in every output (CSV column `reference`, the matrix and
+heatmap titles, the W&B key `.../tau_ap_a_ref_<side>`).
 
 By default every judge field is paired with every nugget metric (the registry's per-answer kinds; counters
-never take part): the judge x nugget-metric matrix. Where a side has no variance over the runs, or there are
-fewer than `MIN_RUNS` runs, tau-b and tau_ap are undefined: NaN with a `reason`, never a perfect 1.0.
+never take part): the judge x nugget-metric matrix. Only topics scored in every run enter (the others are counted
+as dropped), so every run's mean is over the same topics. Where a side has no variance over the runs, or there are
+fewer than `MIN_RUNS` runs, the coefficients are undefined: NaN with a `reason`, never a perfect 1.0.
 
     python -m eval.agreement SWEEP_DIR_OR_RUN_DIRS... --out DIR [--rows 'judge/*'] [--cols 'nuggets/*']
     python -m eval.agreement ... --metrics 'scores/f1' 'nuggets/vital_strict'   # all pairs of these instead
@@ -62,45 +71,83 @@ def kendall_tau(x: Sequence[float], y: Sequence[float]) -> float:
 
 
 def tau_ap(reference: Sequence[float], candidate: Sequence[float]) -> float:
-    """AP correlation tau_ap of the ranking by `candidate` scores against the ranking by `reference` scores.
-
-    Source: E. Yilmaz, J. A. Aslam, S. Robertson, "A New Rank Correlation Coefficient for Information
-    Retrieval", SIGIR 2008, eq. (2):
+    """AP correlation tau_ap (Yilmaz, Aslam & Robertson, SIGIR 2008, eq. 2) of `candidate`'s ranking against
+    `reference`'s, for rankings without ties; NaN where either side ties (use `tau_ap_a` or `tau_ap_b`).
 
         tau_ap = 2 / (N - 1) * sum_{i=2..N} C(i) / (i - 1)  -  1
 
-    where the items are taken in the candidate's order (highest score first) and C(i) is the number of items
-    above rank i that the reference also places above the item at rank i. Unlike tau, a swap near the top costs
-    more than a swap near the bottom; it is not symmetric (the reference is the "truth").
-
-    Ties (the paper assumes none; our extension): a pair tied in both rankings counts as correct, a pair tied in
-    exactly one counts 1/2; the candidate's ties are ordered by reference score so the result does not depend on
-    input order. Without ties this is exactly the published formula. NaN for N < 2 or a constant side (a ranking
-    without any order agrees with nothing; tau-b is undefined there too).
+    Items are taken in the candidate's order (highest score first); C(i) counts the items above rank i that the
+    reference also places above the item at rank i. A swap near the top costs more than one near the bottom, and
+    the coefficient is not symmetric: the reference is the "truth".
     """
-    ref = np.asarray(reference, dtype=float)
-    cand = np.asarray(candidate, dtype=float)
-    n = len(ref)
-    if n != len(cand):
-        raise ValueError("tau_ap: rankings of different lengths")
-    if n < 2 or _constant(ref) or _constant(cand):
+    ref, cand = _pair_arrays(reference, candidate, "tau_ap")
+    if ref is None or _has_ties(ref) or _has_ties(cand):
         return math.nan
-    order = sorted(range(n), key=lambda k: (-cand[k], -ref[k]))
+    return tau_ap_a(ref, cand)
+
+
+def tau_ap_a(reference: Sequence[float], candidate: Sequence[float]) -> float:
+    """tau_AP,a of Urbano & Marrero ("The Treatment of Ties in AP Correlation", ICTIR 2017): the accuracy
+    scenario, where the reference ranking has no ties and the candidate may tie items it cannot tell apart.
+
+    It is the expected tau_ap over all orders that break the candidate's ties at random: an item of a tie group
+    that starts at position p and holds t items takes each of the positions p..p+t-1 with probability 1/t (term
+    I: the items of higher groups that the reference also ranks above it, weighted by the mean of 1/(position-1)),
+    and each pair within a group is in the reference's order half of the time (term II). Equals `tau_ap` without
+    ties. NaN for N < 2, a constant side, or ties in the reference (tau_AP,a is not defined there; `tau_ap_b` is).
+    """
+    ref, cand = _pair_arrays(reference, candidate, "tau_ap_a")
+    if ref is None or _has_ties(ref):
+        return math.nan
+    n = len(ref)
+    above = cand[None, :] > cand[:, None]  # above[i, j]: the candidate puts j strictly above i
+    concordant = (above & (ref[None, :] > ref[:, None])).sum(axis=1)
+    start = 1 + above.sum(axis=1)  # 1-based first position of i's tie group
+    size = (cand[None, :] == cand[:, None]).sum(axis=1)
     total = 0.0
-    for i in range(1, n):
-        item = order[i]
-        correct = 0.0
-        for above in order[:i]:
-            c_tie = cand[above] == cand[item]
-            r_tie = ref[above] == ref[item]
-            if c_tie and r_tie:
-                correct += 1.0
-            elif c_tie or r_tie:
-                correct += 0.5
-            elif ref[above] > ref[item]:
-                correct += 1.0
-        total += correct / i
+    for i in range(n):
+        p, t = int(start[i]), int(size[i])
+        if p > 1:  # term I: the top group has nothing above it
+            total += concordant[i] * float(np.mean(1.0 / (np.arange(p, p + t) - 1)))
+        k = np.arange(1, t)  # term II: the item at the group's (k+1)-th place has k group mates above it
+        total += float(np.sum(k / (p + k - 1))) / (2 * t)
     return 2.0 * total / (n - 1) - 1.0
+
+
+def _tau_ap_b_one_way(truth: np.ndarray, order: np.ndarray) -> float:
+    """One direction of tau_AP,b: items are visited in `order`'s ranking, tie groups kept whole; an item counts the
+    items of strictly higher groups that `truth` also ranks strictly above it, divided by how many there are."""
+    above = order[None, :] > order[:, None]
+    n_above = above.sum(axis=1)
+    concordant = (above & (truth[None, :] > truth[:, None])).sum(axis=1)
+    visited = n_above > 0  # the top group is skipped
+    return 2.0 * float(np.mean(concordant[visited] / n_above[visited])) - 1.0
+
+
+def tau_ap_b(x: Sequence[float], y: Sequence[float]) -> float:
+    """tau_AP,b of Urbano & Marrero (ICTIR 2017): the agreement scenario, where both rankings may tie. Each
+    direction visits one ranking's tie groups and divides by the number of items strictly above the group (p - 1
+    instead of i - 1); the coefficient is the mean of both directions, so it is symmetric and has no reference.
+    Equals the mean of tau_ap in both directions without ties. NaN for N < 2 or a constant side.
+    """
+    a, b = _pair_arrays(x, y, "tau_ap_b")
+    if a is None:
+        return math.nan
+    return (_tau_ap_b_one_way(a, b) + _tau_ap_b_one_way(b, a)) / 2.0
+
+
+def _has_ties(values: np.ndarray) -> bool:
+    return len(np.unique(values)) < len(values)
+
+
+def _pair_arrays(x: Sequence[float], y: Sequence[float], what: str) -> tuple[np.ndarray | None, np.ndarray]:
+    """Both sides as float arrays, or (None, _) where no ranking correlation is defined (N < 2, a constant side)."""
+    a, b = np.asarray(x, dtype=float), np.asarray(y, dtype=float)
+    if len(a) != len(b):
+        raise ValueError(f"{what}: rankings of different lengths ({len(a)} and {len(b)})")
+    if len(a) < 2 or _constant(a) or _constant(b):
+        return None, b
+    return a, b
 
 
 # -- reading runs ---------------------------------------------------------------------------------------------
@@ -162,33 +209,65 @@ def _run_names(paths: Sequence[Path]) -> list[str]:
 
 # -- agreement ------------------------------------------------------------------------------------------------
 NAN2 = (math.nan, math.nan)
+#: which side of a pair is the reference ("truth") of tau_ap_a, in order of preference: human labels where a run
+#: carries them, else nugget scores (AutoNuggetizer compares its automatic judgements with the manual ones the same
+#: way); with neither, the column side of the matrix (`b` of a pair).
+REFERENCE_PREFERENCE = ("human/", "nuggets/")
+
+
+def choose_reference(a: str, b: str, reference: str = "auto") -> str:
+    """The reference of pair (a, b): `auto` follows `REFERENCE_PREFERENCE`; any other value is a glob or prefix
+    (`nuggets`, `judge/liverag/*`, an evaluation's full name) that one side must match; no match: `b`."""
+    if reference == "auto":
+        patterns = [p + "*" for p in REFERENCE_PREFERENCE]
+    else:
+        patterns = [reference, reference.rstrip("/") + "/*"]
+    for pattern in patterns:
+        for side in (b, a):
+            if fnmatch.fnmatchcase(side, pattern):
+                return side
+    return b
 
 
 @dataclass
 class PairAgreement:
-    """Agreement of evaluation `a` (rows; tau_ap's reference) with `b` over the same runs and topics."""
+    """Agreement of evaluations `a` and `b` over the same runs and topics; `reference` (a or b) is tau_ap_a's
+    truth. tau-b and tau_ap_b are symmetric and do not depend on it."""
 
     a: str
     b: str
     n_runs: int
     n_topics: int
+    reference: str = ""
+    #: topics scored in some run but not in every run: left out, so every run's mean is over the same topics
+    n_topics_dropped: int = 0
     tau_b: float = math.nan
     tau_b_ci: tuple[float, float] = NAN2
-    tau_ap: float = math.nan
-    tau_ap_ci: tuple[float, float] = NAN2
+    tau_ap_a: float = math.nan
+    tau_ap_a_ci: tuple[float, float] = NAN2
+    tau_ap_b: float = math.nan
+    tau_ap_b_ci: tuple[float, float] = NAN2
     tau_topic: float = math.nan
     tau_topic_ci: tuple[float, float] = NAN2
     n_topics_defined: int = 0
+    #: the reference's run means tie: tau_ap_a is undefined there (Urbano & Marrero's tau_ap_b applies)
+    reference_ties: bool = False
     #: why the run-level tau is undefined ("" when it is defined)
     reason: str = ""
 
+    @property
+    def candidate(self) -> str:
+        return self.a if self.reference == self.b else self.b
+
     def row(self) -> dict[str, Any]:
-        return {"eval_a": self.a, "eval_b": self.b, "n_runs": self.n_runs, "n_topics": self.n_topics,
+        return {"eval_a": self.a, "eval_b": self.b, "reference": self.reference, "n_runs": self.n_runs,
+                "n_topics": self.n_topics, "n_topics_dropped": self.n_topics_dropped,
                 "tau_b": self.tau_b, "tau_b_lo": self.tau_b_ci[0], "tau_b_hi": self.tau_b_ci[1],
-                "tau_ap": self.tau_ap, "tau_ap_lo": self.tau_ap_ci[0], "tau_ap_hi": self.tau_ap_ci[1],
+                "tau_ap_a": self.tau_ap_a, "tau_ap_a_lo": self.tau_ap_a_ci[0], "tau_ap_a_hi": self.tau_ap_a_ci[1],
+                "tau_ap_b": self.tau_ap_b, "tau_ap_b_lo": self.tau_ap_b_ci[0], "tau_ap_b_hi": self.tau_ap_b_ci[1],
                 "tau_topic": self.tau_topic, "tau_topic_lo": self.tau_topic_ci[0],
                 "tau_topic_hi": self.tau_topic_ci[1], "n_topics_defined": self.n_topics_defined,
-                "reason": self.reason}
+                "reference_ties": self.reference_ties, "reason": self.reason}
 
 
 def _ci(samples: Sequence[float], confidence: float) -> tuple[float, float]:
@@ -204,27 +283,37 @@ def _reason(ma: Sequence[float], mb: Sequence[float], a: str, b: str) -> str:
     return f"{CONSTANT}: {' and '.join(sides)}" if sides else ""
 
 
+def _run_level(out: PairAgreement, ma: np.ndarray, mb: np.ndarray) -> tuple[float, float, float]:
+    """tau-b, tau_ap_a (the reference side as truth) and tau_ap_b of the runs' means."""
+    ref, cand = (ma, mb) if out.reference == out.a else (mb, ma)
+    return kendall_tau(ma, mb), tau_ap_a(ref, cand), tau_ap_b(ma, mb)
+
+
 def pair_agreement(runs: Sequence[Run], a: str, b: str, n_boot: int = 1000, seed: int = 0,
-                   confidence: float = 0.95, min_runs: int = MIN_RUNS) -> PairAgreement:
-    """Agreement of evaluations `a` (reference for tau_ap) and `b` over the topics every run has both for.
+                   confidence: float = 0.95, min_runs: int = MIN_RUNS, reference: str = "auto") -> PairAgreement:
+    """Agreement of evaluations `a` and `b` over the topics every run has both for.
 
     Run level: tau between the runs' means over those topics (needs `min_runs` runs and variance on both sides,
-    else NaN with `reason`). Per topic: tau between the runs' scores on each topic, averaged over the topics
-    where it is defined. CIs: percentile bootstrap over topics (resampled with replacement, `seed`ed), over the
-    resamples where tau is defined.
+    else NaN with `reason`); topics missing from some run are dropped and counted (`n_topics_dropped`), so a run
+    with more failures is never averaged over other topics. Per topic: tau between the runs' scores on each
+    topic, averaged over the topics where it is defined. CIs: percentile bootstrap over topics (resampled with
+    replacement, `seed`ed), over the resamples where tau is defined. `reference`: see `choose_reference`.
     """
-    topics = sorted(set.intersection(*[{t for t, v in r.topics.items() if a in v and b in v} for r in runs])
-                    if runs else set())
-    out = PairAgreement(a=a, b=b, n_runs=len(runs), n_topics=len(topics))
+    scored = [{t for t, v in r.topics.items() if a in v and b in v} for r in runs]
+    topics = sorted(set.intersection(*scored)) if runs else []
+    out = PairAgreement(a=a, b=b, n_runs=len(runs), n_topics=len(topics),
+                        reference=choose_reference(a, b, reference),
+                        n_topics_dropped=len(set().union(*scored)) - len(topics) if runs else 0)
     if not topics:
         if len(runs) >= min_runs and all(_is_number(r.metrics.get(a)) and _is_number(r.metrics.get(b))
                                          for r in runs):
             # run-level only metrics (e.g. retrieval recall in metrics.json): no topics, so no CI
-            ma = [float(r.metrics[a]) for r in runs]
-            mb = [float(r.metrics[b]) for r in runs]
+            ma = np.array([float(r.metrics[a]) for r in runs])
+            mb = np.array([float(r.metrics[b]) for r in runs])
             out.reason = _reason(ma, mb, a, b)
             if not out.reason:
-                out.tau_b, out.tau_ap = kendall_tau(ma, mb), tau_ap(ma, mb)
+                out.tau_b, out.tau_ap_a, out.tau_ap_b = _run_level(out, ma, mb)
+                out.reference_ties = math.isnan(out.tau_ap_a)
         else:
             out.reason = FEW_RUNS if len(runs) < min_runs else NO_TOPICS
         return out
@@ -240,20 +329,22 @@ def pair_agreement(runs: Sequence[Run], a: str, b: str, n_boot: int = 1000, seed
     out.reason = FEW_RUNS if len(runs) < min_runs else _reason(ma, mb, a, b)
     run_level = not out.reason
     if run_level:
-        out.tau_b, out.tau_ap = kendall_tau(ma, mb), tau_ap(ma, mb)
+        out.tau_b, out.tau_ap_a, out.tau_ap_b = _run_level(out, ma, mb)
+        out.reference_ties = math.isnan(out.tau_ap_a)
     rng = np.random.default_rng(seed)
-    boot_run, boot_ap, boot_topic = [], [], []
+    boot: list[tuple[float, float, float]] = []
+    boot_topic = []
     for _ in range(n_boot):
         idx = rng.integers(0, len(topics), len(topics))
         if run_level:
-            sa, sb = xa[:, idx].mean(axis=1), xb[:, idx].mean(axis=1)
-            boot_run.append(kendall_tau(sa, sb))
-            boot_ap.append(tau_ap(sa, sb))
+            boot.append(_run_level(out, xa[:, idx].mean(axis=1), xb[:, idx].mean(axis=1)))
         sample = per_topic[idx]
         sample = sample[~np.isnan(sample)]
         boot_topic.append(float(sample.mean()) if len(sample) else math.nan)
     if run_level:
-        out.tau_b_ci, out.tau_ap_ci = _ci(boot_run, confidence), _ci(boot_ap, confidence)
+        out.tau_b_ci, out.tau_ap_a_ci, out.tau_ap_b_ci = (_ci([s[k] for s in boot], confidence) for k in range(3))
+        if out.reference_ties:
+            out.tau_ap_a_ci = NAN2
     if defined.any():
         out.tau_topic_ci = _ci(boot_topic, confidence)
     return out
@@ -320,25 +411,29 @@ class Agreement:
 
 
 def agreement_matrix(runs: Sequence[Run], rows: Sequence[str] | None = None, cols: Sequence[str] | None = None,
-                     n_boot: int = 1000, seed: int = 0, confidence: float = 0.95) -> Agreement:
-    """Every row evaluation (tau_ap's reference) against every column evaluation."""
+                     n_boot: int = 1000, seed: int = 0, confidence: float = 0.95,
+                     reference: str = "auto") -> Agreement:
+    """Every row evaluation against every column evaluation; `reference` picks tau_ap_a's truth per pair
+    (`choose_reference`: human labels, else nugget scores, else the column)."""
     if rows is None or cols is None:
         default_rows, default_cols = default_axes(runs)
         rows = default_rows if rows is None else rows
         cols = default_cols if cols is None else cols
-    pairs = [pair_agreement(runs, a, b, n_boot=n_boot, seed=seed, confidence=confidence)
+    pairs = [pair_agreement(runs, a, b, n_boot=n_boot, seed=seed, confidence=confidence, reference=reference)
              for a in rows for b in cols if a != b]
     return Agreement(list(runs), list(rows), list(cols), pairs, confidence)
 
 
 def agreement_table(runs: Sequence[Run], names: Sequence[str], reference: str | None = None, n_boot: int = 1000,
                     seed: int = 0, confidence: float = 0.95) -> list[PairAgreement]:
-    """All pairs of `names` (first of a pair is tau_ap's reference), or `reference` against each other one."""
+    """All pairs of `names` (tau_ap_a's reference chosen by `choose_reference`), or `reference` (an evaluation's
+    name, then the reference of every pair) against each other one."""
     if reference is not None:
         pairs = [(reference, n) for n in names if n != reference]
     else:
         pairs = list(itertools.combinations(names, 2))
-    return [pair_agreement(runs, a, b, n_boot=n_boot, seed=seed, confidence=confidence) for a, b in pairs]
+    return [pair_agreement(runs, a, b, n_boot=n_boot, seed=seed, confidence=confidence,
+                           reference=reference or "auto") for a, b in pairs]
 
 
 # -- output ---------------------------------------------------------------------------------------------------
@@ -370,22 +465,33 @@ def to_csv(rows: Sequence[PairAgreement]) -> str:
     return buffer.getvalue()
 
 
+def references(pairs: Sequence[PairAgreement]) -> str:
+    """The reference sides of some pairs in words: `nuggets/*`, or several joined by ", "."""
+    sides = sorted({p.reference.split("/")[0] + "/*" for p in pairs if p.reference})
+    return ", ".join(sides) or "-"
+
+
 def matrix_markdown(agreement: Agreement, heading: str = "##") -> str:
-    """The judge x nugget-metric matrix: tau-b and tau_ap with CIs, runs and topics, and what is undefined."""
+    """The judge x nugget-metric matrix: tau-b, tau_ap_a (naming its reference) and tau_ap_b with CIs, runs and
+    topics, and what is undefined."""
     if not agreement.rows or not agreement.cols or not agreement.pairs:
         return ""
     pct = f"{100 * agreement.confidence:.0f}%"
     n_runs = len(agreement.runs)
     lines = [f"{heading} Agreement: {' / '.join(sorted({r.split('/')[0] for r in agreement.rows}))} x "
              f"{' / '.join(sorted({c.split('/')[0] for c in agreement.cols}))}", "",
-             f"Kendall tau-b and tau_ap (the row is tau_ap's reference) between the rankings of {n_runs} runs by "
-             f"their mean per-answer scores, [{pct} bootstrap CI over topics]. A run-level tau needs at least "
-             f"{MIN_RUNS} runs and variance on both sides; otherwise it is NaN, with the reason below.", ""]
+             f"Kendall tau-b, tau_ap_a (reference: {references(agreement.matrix_pairs)}) and tau_ap_b (symmetric; "
+             f"Urbano & Marrero 2017) between the rankings of {n_runs} runs by their mean per-answer scores over the "
+             f"topics every run scored, [{pct} bootstrap CI over topics]. A run-level tau needs at least {MIN_RUNS} "
+             f"runs and variance on both sides; otherwise it is NaN, with the reason below.", ""]
     header = "| | " + " | ".join(short(c) for c in agreement.cols) + " |"
     sep = "|---|" + "---|" * len(agreement.cols)
     for title, get in (("tau-b", lambda p: _with_ci(p.tau_b, p.tau_b_ci)),
-                       ("tau_ap", lambda p: _with_ci(p.tau_ap, p.tau_ap_ci)),
-                       ("runs / topics", lambda p: f"{p.n_runs} / {p.n_topics}")):
+                       (f"tau_ap_a (reference: {references(agreement.matrix_pairs)})",
+                        lambda p: _with_ci(p.tau_ap_a, p.tau_ap_a_ci)),
+                       ("tau_ap_b", lambda p: _with_ci(p.tau_ap_b, p.tau_ap_b_ci)),
+                       ("runs / topics (dropped: not scored in every run)",
+                        lambda p: f"{p.n_runs} / {p.n_topics} ({p.n_topics_dropped})")):
         lines += [f"**{title}**", "", header, sep]
         for a in agreement.rows:
             cells = []
@@ -399,6 +505,10 @@ def matrix_markdown(agreement: Agreement, heading: str = "##") -> str:
         lines += [f"Undefined ({len(undefined)} of {len(agreement.matrix_pairs)} cells):", ""]
         lines += [f"- {short(p.a)} x {short(p.b)}: {p.reason}" for p in undefined]
         lines.append("")
+    tied = [p for p in agreement.matrix_pairs if p.reference_ties]
+    if tied:
+        lines += [f"tau_ap_a undefined in {len(tied)} of {len(agreement.matrix_pairs)} cells: the reference's run "
+                  f"means tie (tau_ap_a needs a reference without ties; tau_ap_b takes ties on both sides).", ""]
     return "\n".join(lines)
 
 
@@ -412,10 +522,11 @@ def to_markdown(agreement: Agreement) -> str:
     in_matrix = {id(p) for p in agreement.matrix_pairs}
     extra = [p for p in agreement.pairs if id(p) not in in_matrix]
     if extra:
-        lines += ["## Other pairs", "", "| eval A | eval B | runs | topics | tau-b | tau_ap | tau per topic | "
-                  "reason |", "|---|---|---|---|---|---|---|---|"]
-        lines += [f"| {p.a} | {p.b} | {p.n_runs} | {p.n_topics} | {_with_ci(p.tau_b, p.tau_b_ci)} | "
-                  f"{_with_ci(p.tau_ap, p.tau_ap_ci)} | {_with_ci(p.tau_topic, p.tau_topic_ci)} | {p.reason} |"
+        lines += ["## Other pairs", "", "| eval A | eval B | reference | runs | topics (dropped) | tau-b | tau_ap_a | "
+                  "tau_ap_b | tau per topic | reason |", "|---|---|---|---|---|---|---|---|---|---|"]
+        lines += [f"| {p.a} | {p.b} | {p.reference} | {p.n_runs} | {p.n_topics} ({p.n_topics_dropped}) | "
+                  f"{_with_ci(p.tau_b, p.tau_b_ci)} | {_with_ci(p.tau_ap_a, p.tau_ap_a_ci)} | "
+                  f"{_with_ci(p.tau_ap_b, p.tau_ap_b_ci)} | {_with_ci(p.tau_topic, p.tau_topic_ci)} | {p.reason} |"
                   for p in extra]
         lines.append("")
     lines.append("Every pair, with per-topic tau: `agreement.csv`.")
@@ -423,7 +534,8 @@ def to_markdown(agreement: Agreement) -> str:
 
 
 def scalars(agreement: Agreement) -> dict[str, float | int]:
-    """`agreement/<judge>/<field>/<nugget metric>/<stat>` for the matrix's defined judge x nugget cells."""
+    """`agreement/<judge>/<field>/<nugget metric>/<stat>` for the matrix's defined judge x nugget cells;
+    tau_ap_a's key names its reference side (`tau_ap_a_ref_nuggets`, `..._ref_judge`, `..._ref_human`)."""
     out: dict[str, float | int] = {}
     for p in agreement.matrix_pairs:
         if not (p.a.startswith("judge/") and p.b.startswith("nuggets/")):
@@ -431,8 +543,10 @@ def scalars(agreement: Agreement) -> dict[str, float | int]:
         prefix = f"agreement/{short(p.a)}/{short(p.b)}/"
         out[prefix + "n_runs"] = p.n_runs
         out[prefix + "n_topics"] = p.n_topics
-        for stat, value, ci in (("tau_b", p.tau_b, p.tau_b_ci), ("tau_ap", p.tau_ap, p.tau_ap_ci),
-                                ("tau_topic", p.tau_topic, p.tau_topic_ci)):
+        out[prefix + "n_topics_dropped"] = p.n_topics_dropped
+        tau_ap_a_key = "tau_ap_a_ref_" + p.reference.split("/")[0]
+        for stat, value, ci in (("tau_b", p.tau_b, p.tau_b_ci), (tau_ap_a_key, p.tau_ap_a, p.tau_ap_a_ci),
+                                ("tau_ap_b", p.tau_ap_b, p.tau_ap_b_ci), ("tau_topic", p.tau_topic, p.tau_topic_ci)):
             if not math.isnan(value):
                 out[prefix + stat] = value
                 if not math.isnan(ci[0]):
@@ -461,7 +575,8 @@ def heatmap_png(agreement: Agreement, path: Path) -> Path | None:
             ax.text(j, i, "NaN" if math.isnan(values[i, j]) else f"{values[i, j]:.2f}", ha="center", va="center",
                     fontsize=8)
     fig.colorbar(image, ax=ax, label="Kendall tau-b (run level)")
-    ax.set_title(f"Agreement over {len(agreement.runs)} runs")
+    ax.set_title(f"Agreement over {len(agreement.runs)} runs (tau_ap_a reference: "
+                 f"{references(agreement.matrix_pairs)})", fontsize=9)
     fig.tight_layout()
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f".{path.name}.tmp.png")
@@ -479,7 +594,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--rows", nargs="*", default=None, help="glob patterns of row evaluations (judges)")
     parser.add_argument("--cols", nargs="*", default=None, help="glob patterns of column evaluations (nuggets)")
     parser.add_argument("--metrics", nargs="*", default=[], help="all pairs of these evaluations instead")
-    parser.add_argument("--reference", default=None, help="with --metrics: only this one against each other")
+    parser.add_argument("--reference", default=None,
+                        help="tau_ap_a's reference: an evaluation's name or a glob/prefix (`nuggets`, `judge/x/*`); "
+                             "default: human labels, else nugget scores, else the column. With --metrics and a full "
+                             "name: only that one against each other")
     parser.add_argument("--bootstrap", type=int, default=1000, help="bootstrap resamples over topics")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--confidence", type=float, default=0.95)
@@ -495,7 +613,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.metrics:
         names = evaluations(runs, args.metrics)
         if args.reference is not None and args.reference not in names:
-            parser.error(f"--reference {args.reference!r} is not an evaluation present in every run")
+            parser.error(f"--reference {args.reference!r} is not an evaluation present in every run (with "
+                         f"--metrics it names one of them: {names})")
         if len(names) < 2:
             parser.error(f"need at least two evaluations present in every run, found {names}")
         pairs = agreement_table(runs, names, reference=args.reference, n_boot=args.bootstrap, seed=args.seed,
@@ -505,7 +624,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         rows = evaluations(runs, args.rows) if args.rows else None
         cols = evaluations(runs, args.cols) if args.cols else None
         agreement = agreement_matrix(runs, rows, cols, n_boot=args.bootstrap, seed=args.seed,
-                                     confidence=args.confidence)
+                                     confidence=args.confidence, reference=args.reference or "auto")
         if not agreement.pairs:
             parser.error("no pair of per-answer evaluations present in every run (judges x nuggets by default)")
     atomic_write_text(args.out / "agreement.csv", to_csv(agreement.pairs))

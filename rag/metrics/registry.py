@@ -221,11 +221,13 @@ BUILTIN: tuple[MetricSpec, ...] = (
     _s("nuggets/{count}", "counter", "AutoNuggetizer bookkeeping", NONNEG,
        count="n_scored|parse_failures|create_failures|assign_failures|importance_failures|skipped|cached_topics"),
     # -- agreement (the sweep summary's W&B run) --
-    _s("agreement/{judge}/{field}/{nugget}/{stat}", "correlation", "Kendall tau-b / tau_ap (and CI bounds) "
+    _s("agreement/{judge}/{field}/{nugget}/{stat}", "correlation", "Kendall tau-b / tau_ap_a (the key names its "
+       "reference side) / tau_ap_b (and CI bounds) "
        "between a judge field and a nugget metric over the sweep's runs", (-1.0, 1.0), None,
-       stat="tau_b|tau_b_lo|tau_b_hi|tau_ap|tau_ap_lo|tau_ap_hi|tau_topic|tau_topic_lo|tau_topic_hi"),
+       stat="|".join(f"{s}{b}" for s in ("tau_b", "tau_ap_a_ref_nuggets", "tau_ap_a_ref_judge", "tau_ap_a_ref_human",
+                                          "tau_ap_b", "tau_topic") for b in ("", "_lo", "_hi"))),
     _s("agreement/{judge}/{field}/{nugget}/{count}", "counter", "runs and topics behind an agreement cell",
-       NONNEG, None, count="n_runs|n_topics"),
+       NONNEG, None, count="n_runs|n_topics|n_topics_dropped"),
     _s("n_cells", "counter", "cells of a sweep", NONNEG),
     _s("n_complete", "counter", "complete cells of a sweep", NONNEG),
 )

@@ -1,8 +1,8 @@
-"""Agreement heatmap: Kendall tau-b and tau_ap between evaluations (judges, nugget scores, answer metrics).
+"""Agreement heatmap: Kendall tau-b, tau_ap_a and tau_ap_b between judges, nugget scores and answer metrics.
 
 Reads the sweep's `agreement.csv` (written by the sweep summary from `eval.agreement`): one row per pair of
-evaluations with tau at run level (tau-b and tau_ap over the cells' mean scores) and per topic, their bootstrap
-CIs and counts. The heatmap shows per-question evaluations (pairs with topics), judges as rows and nugget scores /
+evaluations with tau at run level (tau-b, tau_ap_a against the named `reference`, tau_ap_b, over the cells' mean
+scores) and per topic, their bootstrap CIs and counts. The heatmap shows per-question evaluations (pairs with topics), judges as rows and nugget scores /
 answer metrics as columns, at most 12 of each (agreement.csv keeps every pair). Cells that are not defined (too few
 runs, constant scores) are shown grey with "n/a" (and the CSV's `reason` column, when it has one).
 """
@@ -15,9 +15,10 @@ from typing import Any
 
 import numpy as np
 
-#: measure column -> title; CI columns are `<measure>_lo` / `<measure>_hi`
-MEASURES = {"tau_run": "Kendall tau-b (run level)", "tau_ap_run": "tau_ap (run level)",
-            "tau_topic": "Kendall tau-b (per topic, mean)"}
+#: measure column of eval.agreement's CSV -> title; CI columns are `<measure>_lo` / `<measure>_hi`. tau_ap_a's
+#: title is completed with the reference the CSV names (its `reference` column).
+MEASURES = {"tau_b": "Kendall tau-b (run level)", "tau_ap_a": "tau_ap_a (run level)",
+            "tau_ap_b": "tau_ap_b (run level, symmetric)", "tau_topic": "Kendall tau-b (per topic, mean)"}
 
 
 @dataclass
@@ -30,6 +31,13 @@ class AgreementMatrix:
     hi: np.ndarray
     n: np.ndarray
     reason: list[list[str]]
+    #: the reference sides of tau_ap_a's cells ("nuggets/*"), from the CSV's `reference` column
+    reference: str = ""
+
+    @property
+    def title(self) -> str:
+        title = MEASURES[self.measure]
+        return f"{title}, reference: {self.reference}" if self.measure == "tau_ap_a" and self.reference else title
 
 
 def _num(row: dict[str, Any], key: str) -> float:
@@ -85,7 +93,9 @@ def agreement_matrices(rows: list[dict[str, Any]]) -> list[AgreementMatrix]:
                     reason[i][j] = f"{int(runs)} runs (needs 3)"
                 elif measure == "tau_topic":
                     reason[i][j] = "no topic where both vary"
-        out.append(AgreementMatrix(measure, names_a, names_b, value, lo, hi, n, reason))
+        reference = ", ".join(sorted({str(r["reference"]).split("/")[0] + "/*" for r in rows
+                                      if isinstance(r.get("reference"), str) and r["reference"]}))
+        out.append(AgreementMatrix(measure, names_a, names_b, value, lo, hi, n, reason, reference))
     return out
 
 
@@ -113,7 +123,7 @@ def plot(matrices: list[AgreementMatrix]):
                 ax.text(j, i, text, ha="center", va="center", fontsize=7)
         ax.set_xticks(range(len(m.cols)), m.cols, rotation=30, ha="right", fontsize=7)
         ax.set_yticks(range(len(m.rows)), m.rows, fontsize=7)
-        ax.set_title(MEASURES[m.measure], fontsize=9)
+        ax.set_title(m.title, fontsize=9)
         fig.colorbar(image, ax=ax, shrink=0.8)
     fig.suptitle("Agreement between evaluations (95% bootstrap CI over topics)", fontsize=10)
     return fig

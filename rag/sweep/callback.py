@@ -19,9 +19,10 @@ log = logging.getLogger(__name__)
 
 class SweepSummaryCallback(Callback):
     def __init__(self, enabled: bool = True, wandb: bool = True, agreement: list[str] | None = None,
-                 bootstrap: int = 200):
+                 bootstrap: int = 200, agreement_reference: str = "auto"):
         # keep construction cheap: the callback is pickled into every submitit job
         self.enabled, self.wandb, self.bootstrap = enabled, wandb, bootstrap
+        self.agreement_reference = agreement_reference
         self.agreement = list(agreement or [])
 
     def _wandb_settings(self, config: DictConfig) -> dict[str, Any] | bool:
@@ -40,7 +41,7 @@ class SweepSummaryCallback(Callback):
         sweep_dir = Path(str(config.hydra.sweep.dir))
         try:
             summary = summarize(sweep_dir, wandb=self._wandb_settings(config), agreement=self.agreement,
-                                n_boot=self.bootstrap)
+                                n_boot=self.bootstrap, agreement_reference=self.agreement_reference)
         except Exception:  # the cells' results are on disk already: never fail the sweep over its summary
             log.exception("sweep summary failed; rerun `python -m rag.sweep.summary %s`", sweep_dir)
             return

@@ -143,14 +143,24 @@ def collect(sweep_dir: str | Path) -> SweepSummary:
     return SweepSummary(sweep=sweep, swept=swept, metrics=metric_names, rows=rows, best=best)
 
 
-def add_agreement(summary: SweepSummary, patterns: Sequence[str] = (), n_boot: int = 200) -> bool:
+def add_agreement(summary: SweepSummary, patterns: Sequence[str] = (), n_boot: int = 200,
+                  reference: str = "auto") -> bool:
     """Kendall tau between evaluations over the sweep's complete cells (`eval.agreement`).
 
     By default the judge x nugget-metric matrix (per-answer kinds of the registry; never counters); with
-    `patterns`, every pair of the evaluations they match.
+    `patterns`, every pair of the evaluations they match. `reference`: tau_ap_a's truth (`eval.agreement.
+    choose_reference`: `auto` is human labels, else nugget scores).
     """
     try:
-        from eval.agreement import Agreement, agreement_matrix, agreement_table, evaluations, load_run, to_csv
+        from eval.agreement import (
+            Agreement,
+            agreement_matrix,
+            agreement_table,
+            evaluations,
+            load_run,
+            pair_agreement,
+            to_csv,
+        )
         from eval.agreement import to_markdown as agreement_markdown
     except ImportError as err:
         log.info("eval.agreement not importable (%s): no agreement table", err)
@@ -163,9 +173,12 @@ def add_agreement(summary: SweepSummary, patterns: Sequence[str] = (), n_boot: i
         runs = [load_run(c.dir, c.name) for c in cells]
         if patterns:
             names = evaluations(runs, list(patterns))
-            agreement = Agreement(runs, [], [], agreement_table(runs, names, n_boot=n_boot))
+            pairs = agreement_table(runs, names, n_boot=n_boot)
+            if reference != "auto":
+                pairs = [pair_agreement(runs, p.a, p.b, n_boot=n_boot, reference=reference) for p in pairs]
+            agreement = Agreement(runs, [], [], pairs)
         else:
-            agreement = agreement_matrix(runs, n_boot=n_boot)
+            agreement = agreement_matrix(runs, n_boot=n_boot, reference=reference)
         if not agreement.pairs:
             log.info("agreement needs two per-answer evaluations present in every cell")
             return False
@@ -370,10 +383,10 @@ def log_wandb(summary: SweepSummary, project: str = "ragtifier", entity: str | N
 
 
 def summarize(sweep_dir: str | Path, wandb: bool | dict[str, Any] = True, agreement: Sequence[str] = (),
-              n_boot: int = 200) -> SweepSummary:
+              n_boot: int = 200, agreement_reference: str = "auto") -> SweepSummary:
     """Collect, write the files, add agreement, and log to W&B (settings from the cells, or `wandb` itself)."""
     summary = collect(sweep_dir)
-    add_agreement(summary, agreement, n_boot=n_boot)
+    add_agreement(summary, agreement, n_boot=n_boot, reference=agreement_reference)
     write_files(summary)
     if wandb:
         settings = wandb if isinstance(wandb, dict) else wandb_settings_from_sweep(summary.sweep)
@@ -393,13 +406,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--agreement", nargs="*", default=[],
                         help="glob patterns: every pair of these evaluations (default: the judge x nugget-metric matrix)")
     parser.add_argument("--bootstrap", type=int, default=200, help="bootstrap resamples for agreement CIs")
+    parser.add_argument("--agreement-reference", default="auto",
+                        help="tau_ap_a's reference: auto (human labels, else nugget scores), or a glob/prefix")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
     wandb_arg: bool | dict[str, Any] = not args.no_wandb
     if wandb_arg and args.wandb_mode:
         settings = wandb_settings_from_sweep(load_sweep(args.sweep_dir)) or {"project": "ragtifier"}
         wandb_arg = {**settings, "mode": args.wandb_mode}
-    summary = summarize(args.sweep_dir, wandb=wandb_arg, agreement=args.agreement, n_boot=args.bootstrap)
+    summary = summarize(args.sweep_dir, wandb=wandb_arg, agreement=args.agreement, n_boot=args.bootstrap,
+                        agreement_reference=args.agreement_reference)
     print(to_markdown(summary))
     print("written: " + ", ".join(str(p) for p in summary.files.values()))
     return 0 if summary.rows else 1

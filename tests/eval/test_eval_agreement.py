@@ -1,17 +1,31 @@
-"""Kendall tau (= scipy), tau_ap (known answers and a hand-computed case), undefined cases with their reasons,
-run folders -> the judge x nugget matrix and the pair table."""
+"""Kendall tau (= scipy), tau_ap and its tie-aware variants (known answers, hand-computed cases, an independent
+implementation, the definition by expectation), the reference named and used as tau_ap_a's truth, undefined cases
+with their reasons, run folders -> the judge x nugget matrix and the pair table."""
 
 from __future__ import annotations
 
 import csv
+import importlib.util
+import itertools
 import json
 import math
+from importlib.metadata import distribution
 
 import numpy as np
 import pytest
 from scipy.stats import kendalltau
 
-from eval.agreement import FEW_RUNS, Run, kendall_tau, main, pair_agreement, tau_ap
+from eval.agreement import (
+    FEW_RUNS,
+    Run,
+    choose_reference,
+    kendall_tau,
+    main,
+    pair_agreement,
+    tau_ap,
+    tau_ap_a,
+    tau_ap_b,
+)
 from rag.core.io import atomic_write_jsonl
 from rag.records import AnswerRecord
 
@@ -44,8 +58,74 @@ def test_tau_ap_known_answers():
     assert kendall_tau([4, 3, 2, 1], [3, 4, 2, 1]) == pytest.approx(kendall_tau([4, 3, 2, 1], [4, 3, 1, 2]))
 
 
-def test_tau_ap_ties_identical_is_one():
-    assert tau_ap([3, 3, 1, 0], [3, 3, 1, 0]) == pytest.approx(1.0)
+def test_tau_ap_needs_no_ties_and_the_variants_take_them():
+    # Yilmaz et al.'s tau_ap assumes no ties: with ties it is undefined, never our own tie rule
+    assert math.isnan(tau_ap([3, 3, 1, 0], [3, 3, 1, 0]))
+    assert tau_ap_b([3, 3, 1, 0], [3, 3, 1, 0]) == pytest.approx(1.0)
+    # tau_ap_a: the reference may not tie, the candidate may
+    assert math.isnan(tau_ap_a([3, 3, 1, 0], [4, 3, 2, 1]))
+    # hand-worked: reference A>B>C, candidate ties A and B at the top. Term I for C: both above it are concordant,
+    # mean of 1/(pos-1) over pos 3 = 1/2 -> 2 * 1/2 = 1; term II for the top group {A, B}: k=1 -> 1/1, / (2*2) per
+    # item, twice -> 1/2. tau = 2/2 * (1 + 1/2) - 1 = 1/2
+    assert tau_ap_a([3, 2, 1], [5, 5, 1]) == pytest.approx(0.5)
+
+
+def _pyircore():
+    """pyircore's AP correlations as TREC AutoJudge's `autojudge-evaluate` ships them (Urbano & Marrero's ircor),
+    loaded as one file: the package's own __init__ pulls in its command-line dependencies."""
+    path = distribution("autojudge-evaluate").locate_file("autojudge_evaluate/pyircore.py")
+    spec = importlib.util.spec_from_file_location("pyircore", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_tau_ap_b_equals_autojudge_evaluate_on_tied_scores():
+    pyircore = _pyircore()
+    rng = np.random.default_rng(7)
+    checked = 0
+    for _ in range(300):
+        n = int(rng.integers(3, 12))
+        x, y = np.round(rng.uniform(0, 1, n), 1), np.round(rng.uniform(0, 1, n), 1)  # few-topic means tie
+        if len(set(x)) < 2 or len(set(y)) < 2:
+            continue
+        assert tau_ap_b(x, y) == pytest.approx(pyircore.tauap_b(x, y), abs=1e-12)
+        checked += 1
+    assert checked > 250
+
+
+def test_tau_ap_a_is_the_expected_tau_ap_over_random_tie_breaks():
+    """Urbano & Marrero define tau_ap_a as tau_ap's expectation when the candidate's ties are broken at random."""
+    rng = np.random.default_rng(3)
+    for _ in range(20):
+        n = int(rng.integers(3, 7))
+        reference = rng.permutation(n).astype(float)
+        candidate = np.round(rng.uniform(0, 1, n), 1)
+        if len(set(candidate)) < 2:
+            continue
+        breaks = [tau_ap(reference, candidate - 1e-9 * np.array(p)) for p in itertools.permutations(range(n))]
+        assert tau_ap_a(reference, candidate) == pytest.approx(float(np.mean(breaks)), abs=1e-12)
+        assert tau_ap(reference, reference) == pytest.approx(1.0)
+
+
+def test_nugget_scores_are_the_reference_of_tau_ap_a():
+    """Runs A..D: nuggets rank A>B>C>D, the judge ranks B>C>A>D. With the nuggets as truth tau_ap_a is 1/3
+    (C(2)=1, C(3)=0, C(4)=3: 2/3 * (1 + 0 + 1) - 1); with the judge as truth it is 0 (0 + 1/2 + 1)."""
+    nuggets, judge = [4.0, 3.0, 2.0, 1.0], [2.0, 4.0, 3.0, 1.0]
+    runs = [Run(name=f"r{i}", path=None, topics={"t0": {"judge/j/c": j, "nuggets/vital_strict": v}})
+            for i, (j, v) in enumerate(zip(judge, nuggets))]
+    pair = pair_agreement(runs, "judge/j/c", "nuggets/vital_strict", n_boot=10)
+    assert pair.reference == "nuggets/vital_strict" and pair.candidate == "judge/j/c"
+    assert pair.tau_ap_a == pytest.approx(1 / 3) and pair.row()["reference"] == "nuggets/vital_strict"
+    # the order of the pair does not change the reference, nor do the symmetric coefficients change
+    turned = pair_agreement(runs, "nuggets/vital_strict", "judge/j/c", n_boot=10)
+    assert turned.reference == "nuggets/vital_strict" and turned.tau_ap_a == pytest.approx(1 / 3)
+    assert turned.tau_ap_b == pytest.approx(pair.tau_ap_b) == pytest.approx((1 / 3 + 0) / 2)
+    judge_ref = pair_agreement(runs, "judge/j/c", "nuggets/vital_strict", n_boot=10, reference="judge")
+    assert judge_ref.reference == "judge/j/c" and judge_ref.tau_ap_a == pytest.approx(0.0)
+    # human labels, where a run carries them, come before nugget scores
+    assert choose_reference("nuggets/all", "human/vital_strict") == "human/vital_strict"
+    assert choose_reference("judge/j/c", "scores/f1") == "scores/f1"  # neither: the column
 
 
 def _runs(n_runs: int, n_topics: int, transform) -> list[Run]:
@@ -62,18 +142,18 @@ def _runs(n_runs: int, n_topics: int, transform) -> list[Run]:
 
 def test_pair_agreement_identical_and_reversed():
     same = pair_agreement(_runs(4, 6, lambda a: 2 * a + 1), "A", "B", n_boot=200, seed=3)
-    assert same.tau_b == pytest.approx(1.0) and same.tau_ap == pytest.approx(1.0) and same.reason == ""
+    assert same.tau_b == pytest.approx(1.0) and same.tau_ap_a == same.tau_ap_b == pytest.approx(1.0) and same.reason == ""
     assert same.tau_topic == pytest.approx(1.0) and same.n_topics_defined == 6
     assert same.tau_b_ci == pytest.approx((1.0, 1.0))
     rev = pair_agreement(_runs(4, 6, lambda a: -a), "A", "B", n_boot=200, seed=3)
-    assert rev.tau_b == pytest.approx(-1.0) and rev.tau_ap == pytest.approx(-1.0)
+    assert rev.tau_b == pytest.approx(-1.0) and rev.tau_ap_a == rev.tau_ap_b == pytest.approx(-1.0)
     assert rev.tau_topic == pytest.approx(-1.0)
 
 
 def test_pair_agreement_needs_three_runs_and_is_seeded():
     two = pair_agreement(_runs(2, 5, lambda a: a), "A", "B", n_boot=50)
-    assert math.isnan(two.tau_b) and math.isnan(two.tau_ap) and two.n_runs == 2 and two.reason == FEW_RUNS
-    assert all(math.isnan(v) for v in (*two.tau_b_ci, *two.tau_ap_ci))
+    assert math.isnan(two.tau_b) and math.isnan(two.tau_ap_a) and math.isnan(two.tau_ap_b) and two.n_runs == 2 and two.reason == FEW_RUNS
+    assert all(math.isnan(v) for v in (*two.tau_b_ci, *two.tau_ap_a_ci, *two.tau_ap_b_ci))
     noisy = _runs(5, 8, lambda a: a)
     rng = np.random.default_rng(7)
     for run in noisy:
@@ -92,8 +172,8 @@ def test_pair_agreement_needs_three_runs_and_is_seeded():
 def test_constant_side_is_undefined_with_reason():
     runs = _runs(4, 5, lambda a: 1.0)  # B is the same for every run and topic
     pair = pair_agreement(runs, "A", "B", n_boot=100)
-    assert math.isnan(pair.tau_b) and math.isnan(pair.tau_ap) and pair.reason == "constant: B"
-    assert all(math.isnan(v) for v in (*pair.tau_b_ci, *pair.tau_ap_ci))
+    assert math.isnan(pair.tau_b) and math.isnan(pair.tau_ap_a) and pair.reason == "constant: B"
+    assert all(math.isnan(v) for v in (*pair.tau_b_ci, *pair.tau_ap_a_ci, *pair.tau_ap_b_ci))
     assert pair.n_topics_defined == 0 and math.isnan(pair.tau_topic)
     both = pair_agreement(_runs(4, 5, lambda a: 1.0), "B", "B", n_boot=10)
     assert both.reason == "constant: B and B"
@@ -106,7 +186,9 @@ def test_ties_between_runs_match_scipy():
             enumerate(zip(means_a, means_b))]
     pair = pair_agreement(runs, "A", "B", n_boot=20)
     assert pair.tau_b == pytest.approx(kendalltau(means_a, means_b).statistic, abs=1e-12)
-    assert pair.tau_ap == pytest.approx(tau_ap(means_a, means_b))
+    # the reference (B, the column) ties: tau_ap_a is undefined and says so; tau_ap_b takes ties on both sides
+    assert pair.reference == "B" and math.isnan(pair.tau_ap_a) and pair.reference_ties and pair.reason == ""
+    assert pair.tau_ap_b == pytest.approx(tau_ap_b(means_a, means_b))
 
 
 def test_question_values_skip_failures_and_bookkeeping():
@@ -139,7 +221,8 @@ def test_cli_reads_sweep_and_writes_tables(tmp_path):
     assert (row["eval_a"], row["eval_b"], row["n_runs"], row["n_topics"]) == ("scores/f1", "nuggets/vital_strict",
                                                                              "4", "5")
     assert float(row["tau_b"]) == pytest.approx(1.0) and row["reason"] == ""
-    assert float(row["tau_ap"]) == pytest.approx(1.0)
+    assert float(row["tau_ap_a"]) == pytest.approx(1.0) and float(row["tau_ap_b"]) == pytest.approx(1.0)
+    assert row["reference"] == "nuggets/vital_strict" and row["reference_ties"] == "False"
     md = (out / "agreement.md").read_text()
-    assert "| scores/f1 | nuggets/vital_strict | 4 | 5 | 1.000" in md
+    assert "| scores/f1 | nuggets/vital_strict | nuggets/vital_strict | 4 | 5 (0) | 1.000" in md
     assert not list(out.glob(".*.tmp"))  # atomic writes leave no temporary files

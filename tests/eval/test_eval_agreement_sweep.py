@@ -12,7 +12,7 @@ import pytest
 import yaml
 from scipy.stats import kendalltau
 
-from eval.agreement import FEW_RUNS, tau_ap
+from eval.agreement import FEW_RUNS, tau_ap_a, tau_ap_b
 from rag.core.io import atomic_write_jsonl
 from rag.sweep.summary import summarize, summary_run_id
 from tests.cluster.helpers import offline_runs, read_wandb_run, wandb_table
@@ -49,7 +49,9 @@ def test_sweep_matrix_against_scipy_files_and_wandb(tmp_path):
     means_c = [sum(v) / 3 for v in CORRECTNESS]
     means_v = [sum(v) / 3 for v in VITAL]
     expected_b = kendalltau(means_c, means_v).statistic
-    expected_ap = tau_ap(means_c, means_v)
+    # the nugget scores are the reference; their means tie (cells 1 and 2), so tau_ap_a is undefined
+    assert math.isnan(tau_ap_a(means_v, means_c))
+    expected_ap_b = tau_ap_b(means_c, means_v)
 
     agreement = summary.agreement
     assert agreement.rows == ["judge/liverag/correctness", "judge/liverag/faithfulness"]  # never "attempts"
@@ -58,13 +60,15 @@ def test_sweep_matrix_against_scipy_files_and_wandb(tmp_path):
     assert len(rows) == 8  # every judge field x every nugget metric; counters (n_nuggets) never take part
     cell = rows[("judge/liverag/correctness", "nuggets/vital_strict")]
     assert float(cell["tau_b"]) == pytest.approx(expected_b, abs=1e-12)
-    assert float(cell["tau_ap"]) == pytest.approx(expected_ap, abs=1e-12)
+    assert cell["tau_ap_a"] == "" and cell["reference_ties"] == "True"
+    assert float(cell["tau_ap_b"]) == pytest.approx(expected_ap_b, abs=1e-12)
+    assert cell["reference"] == "nuggets/vital_strict"
     assert (cell["n_runs"], cell["n_topics"], cell["reason"]) == ("5", "3", "")
     assert float(cell["tau_b_lo"]) <= float(cell["tau_b_hi"])
     flat = rows[("judge/liverag/faithfulness", "nuggets/vital_strict")]  # faithfulness is 1 everywhere
-    assert flat["tau_b"] == "" and flat["tau_ap"] == "" and flat["reason"] == "constant: judge/liverag/faithfulness"
+    assert flat["tau_b"] == "" and flat["tau_ap_a"] == "" and flat["reason"] == "constant: judge/liverag/faithfulness"
     both = rows[("judge/liverag/faithfulness", "nuggets/all")]
-    assert both["reason"] == "constant: judge/liverag/faithfulness and nuggets/all" and both["tau_ap"] == ""
+    assert both["reason"] == "constant: judge/liverag/faithfulness and nuggets/all" and both["tau_ap_a"] == ""
 
     md = (sweep / "summary.md").read_text()
     assert md.index("## Agreement") < md.index("## Cells")  # the matrix leads
@@ -78,7 +82,8 @@ def test_sweep_matrix_against_scipy_files_and_wandb(tmp_path):
     assert logged["run_id"] == summary_run_id(sweep)
     s = logged["summary"]
     assert s["agreement/liverag/correctness/vital_strict/tau_b"] == pytest.approx(expected_b, abs=1e-12)
-    assert s["agreement/liverag/correctness/vital_strict/tau_ap"] == pytest.approx(expected_ap, abs=1e-12)
+    assert "agreement/liverag/correctness/vital_strict/tau_ap_a_ref_nuggets" not in s  # undefined: ties
+    assert s["agreement/liverag/correctness/vital_strict/tau_ap_b"] == pytest.approx(expected_ap_b, abs=1e-12)
     assert s["agreement/liverag/correctness/vital_strict/n_runs"] == 5
     assert s["agreement/liverag/correctness/vital_strict/n_topics"] == 3
     assert "agreement/liverag/faithfulness/vital_strict/tau_b" not in s  # undefined: no scalar, a reason
@@ -94,7 +99,7 @@ def test_two_cell_sweep_has_no_run_level_tau(tmp_path):
     sweep = _sweep(tmp_path, 2)
     summary = summarize(sweep, wandb={"project": "agreement-test", "mode": "offline"}, n_boot=20)
     pairs = summary.agreement.matrix_pairs
-    assert pairs and all(math.isnan(p.tau_b) and math.isnan(p.tau_ap) and p.reason == FEW_RUNS for p in pairs)
+    assert pairs and all(math.isnan(p.tau_b) and math.isnan(p.tau_ap_a) and p.reason == FEW_RUNS for p in pairs)
     assert not any(p.tau_b_ci[0] == p.tau_b_ci[1] == 1.0 for p in pairs)  # never "perfect agreement"
     md = (sweep / "summary.md").read_text()
     assert "needs at least 3 runs" in md and "fewer than 3 runs" in md

@@ -36,14 +36,18 @@ def test_share_ci_brackets_the_share_and_narrows_with_n():
 
 def test_agreement_matrix_keeps_undefined_pairs_as_nan(tmp_path):
     path = tmp_path / "agreement.csv"
-    path.write_text("eval_a,eval_b,n_runs,n_topics,tau_run,tau_run_lo,tau_run_hi,tau_topic,n_topics_defined\n"
-                    "judge/a/correctness,nuggets/vital_strict,4,10,0.667,0.2,1.0,,0\n"
-                    "judge/a/correctness,scores/f1,4,10,,,,0.5,7\n"
-                    "scores/em,judge/a/correctness,4,10,0.1,0.0,0.2,0.3,5\n"
-                    "time/total_s,llm_calls,4,0,0.9,,,,0\n")
+    # the columns eval.agreement writes (the report once looked for columns it never wrote)
+    path.write_text("eval_a,eval_b,reference,n_runs,n_topics,tau_b,tau_b_lo,tau_b_hi,tau_ap_a,tau_topic,"
+                    "n_topics_defined\n"
+                    "judge/a/correctness,nuggets/vital_strict,nuggets/vital_strict,4,10,0.667,0.2,1.0,0.5,,0\n"
+                    "judge/a/correctness,scores/f1,scores/f1,4,10,,,,,0.5,7\n"
+                    "scores/em,judge/a/correctness,scores/em,4,10,0.1,0.0,0.2,0.1,0.3,5\n"
+                    "time/total_s,llm_calls,llm_calls,4,0,0.9,,,,,0\n")
     rows = read_agreement(path)
-    [run, topic] = agreement_matrices(rows)
-    assert run.measure == "tau_run" and run.rows == ["judge/a/correctness"]
+    [run, ap, topic] = agreement_matrices(rows)
+    assert run.measure == "tau_b" and run.rows == ["judge/a/correctness"]
+    assert ap.measure == "tau_ap_a" and ap.title == "tau_ap_a (run level), reference: nuggets/*, scores/*"
+    assert ap.value[0, 0] == 0.5
     # judges as rows (a pair given the other way round is turned), run-level-only metrics left out
     assert run.cols == ["nuggets/vital_strict", "scores/f1", "scores/em"]
     assert run.value[0, 2] == pytest.approx(0.1)
