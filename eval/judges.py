@@ -239,8 +239,8 @@ class PromptJudge(Judge):
                  f"skipped for lack of a gold answer: {metrics.get(p + 'skipped_no_gold')}", "",
                  "| field | all | single-hop | multi-hop |", "|---|---|---|---|"]
         for field in self.numeric_fields():
-            lines.append(f"| mean {field} | " + " | ".join(_num(metrics.get(p + f"{field}/{s}")) for s in SPLITS)
-                         + " |")
+            lines.append(f"| mean {field} (over {metrics.get(p + f'{field}_n')} answers) | "
+                         + " | ".join(_num(metrics.get(p + f"{field}/{s}")) for s in SPLITS) + " |")
         lines += ["", "Share of scored answers at each value [%] (RAGtifier Table 1 layout):", ""]
         header = ["hop"] + [f"{field} {v}" for field, allowed in self.fields.items() for v in allowed]
         lines += ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]

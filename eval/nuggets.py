@@ -360,7 +360,8 @@ class NuggetJudge(Judge):
 
     def metric_specs(self) -> list[MetricSpec]:
         return [MetricSpec(f"nuggets/{n}/{{split}}", "per_answer", f"AutoNuggetizer {n} score, mean over scored "
-                           "answers", (0.0, 1.0), True) for n in SCORE_NAMES]
+                           "answers (unreadable assignments count as not supported)", (0.0, 1.0), True)
+                for n in SCORE_NAMES]
 
     def evaluate(self, records: Sequence[AnswerRecord], engine: LLMEngine | None,
                  ctx: EvalContext) -> dict[str, Any]:
@@ -387,13 +388,14 @@ class NuggetJudge(Judge):
                 record.nuggets = {**base, "parse_failed": True, "failure_stage": "create", "reason": nset.failure}
                 continue
             result = by_index[i]
-            if result.failed_windows:
-                record.nuggets = {**base, "parse_failed": True, "failure_stage": "assign",
-                                  "failed_windows": result.failed_windows, "assignments": result.nuggets}
-                continue
+            # an unreadable assignment window keeps nuggetizer's "failed" label and scores as not supported
+            # (as `calculate_nugget_scores` does): counted, and the answer stays in every mean, so a run with
+            # more failures never gets a mean over other topics
+            failed = {"failure_stage": "assign", "failed_windows": result.failed_windows} \
+                if result.failed_windows else {}
             record.nuggets = {**base, **nugget_scores(result.nuggets), "n_nuggets": len(result.nuggets),
                               "n_vital": sum(1 for n in result.nuggets if n["importance"] == "vital"),
-                              "assignments": result.nuggets}
+                              **failed, "assignments": result.nuggets}
             assign_rows.append({"query": nset.query, "qid": nset.qid, "answer_text": record.answer,
                                 "response_length": len(record.answer.split()), "run_id": ctx.run_dir.name,
                                 "nuggets": result.nuggets})
@@ -409,11 +411,17 @@ class NuggetJudge(Judge):
 
     @staticmethod
     def summary(records: Sequence[AnswerRecord]) -> dict[str, Any]:
-        """Flat metrics `nuggets/...`: means over scored answers by split, and failure counts."""
+        """Flat metrics `nuggets/...`: means over scored answers by split, and failure counts.
+
+        An answer with unreadable assignment windows is scored (those nuggets count as not supported) and counted
+        in `assign_failures`; a topic whose nuggets could not be created has nothing to score against and is
+        counted in `create_failures`. `parse_failures` is both.
+        """
         results = [(r, r.nuggets) for r in records if isinstance(r.nuggets, Mapping)]
         scored = [(r, res) for r, res in results if not res.get("parse_failed") and "vital_strict" in res]
         out: dict[str, Any] = {"nuggets/n_scored": len(scored),
-                               "nuggets/parse_failures": sum(1 for _, res in results if res.get("parse_failed")),
+                               "nuggets/parse_failures": sum(1 for _, res in results if res.get("parse_failed")
+                                                             or res.get("failure_stage") == "assign"),
                                "nuggets/create_failures": sum(1 for _, res in results
                                                               if res.get("failure_stage") == "create"),
                                "nuggets/assign_failures": sum(1 for _, res in results

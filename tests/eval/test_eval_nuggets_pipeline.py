@@ -99,17 +99,27 @@ def test_hook_scores_caches_and_writes_nuggetizer_files(tmp_path):
     assert metrics2["nuggets/vital_strict/all"] == metrics["nuggets/vital_strict/all"]
 
 
-def test_assignment_parse_failure_is_counted_not_scored(tmp_path):
+def test_assignment_parse_failure_is_counted_and_scored_not_supported(tmp_path):
+    """An unreadable assignment window scores its nuggets as not supported, as nuggetizer does: the answer stays in
+    the mean, so a parse failure lowers a run's mean and never raises it by leaving a hard topic out."""
     records = synthetic_records(2)
     cfg = _cfg(max_retries=1)
+    clean = evaluate_records(cfg.judge, synthetic_records(2), tmp_path / "clean", tmp_path / "cache_clean",
+                             factory_with(ScriptedEngine(respond), cfg))
     engine = ScriptedEngine(lambda r: respond(r, bad_assign_for="Fact 1 is true"))
     metrics = evaluate_records(cfg.judge, records, tmp_path, tmp_path / "cache", factory_with(engine, cfg))
     bad = records[1].nuggets
-    assert bad["parse_failed"] and bad["failure_stage"] == "assign" and bad["failed_windows"] == 2
-    assert "vital_strict" not in bad
+    assert not bad.get("parse_failed") and bad["failure_stage"] == "assign" and bad["failed_windows"] == 2
+    assert all(n["assignment"] == "failed" for n in bad["assignments"])  # nuggetizer's marker, kept
+    assert bad["vital_strict"] == bad["all"] == 0.0
     assert metrics["nuggets/parse_failures"] == 1 and metrics["nuggets/assign_failures"] == 1
-    assert metrics["nuggets/n_scored"] == 1
-    assert metrics["nuggets/vital_strict/all"] == records[0].nuggets["vital_strict"]  # failure not averaged in
+    assert metrics["nuggets/n_scored"] == 2
+    assert metrics["nuggets/vital_strict/all"] == pytest.approx(records[0].nuggets["vital_strict"] / 2)
+    assert metrics["nuggets/vital_strict/all"] <= clean["nuggets/vital_strict/all"]
+    assert records[1].evaluation_values()["nuggets/vital_strict"] == 0.0  # agreement sees the same topic set
+    # nuggetizer's own arithmetic on the assign file gives the same run mean, failures included
+    theirs = calculate_global_metrics(read_jsonl(tmp_path / "nuggets" / "assign.jsonl"))
+    assert metrics["nuggets/vital_strict/all"] == pytest.approx(theirs["strict_vital_score"], abs=1e-9)
     # the two unreadable windows were re-asked together in one batch
     assert [len(b) for b in engine.batches][-1] == 2
 
