@@ -28,7 +28,9 @@ def open_text(path: str | Path) -> Iterator[Any]:
     are not UTF-8, end in one DataError naming the file (not an EOFError deep in a loader)."""
     path = Path(path)
     # the handle is closed by the `with` below; opened first so that a missing file raises as before
-    handle = gzip.open(path, "rt", encoding="utf-8") if path.suffix == ".gz" else open(path, encoding="utf-8")  # noqa: SIM115
+    # utf-8-sig: a byte-order mark (Excel and some Windows tools write one) is read as nothing, not as a column name
+    encoding = "utf-8-sig"
+    handle = gzip.open(path, "rt", encoding=encoding) if path.suffix == ".gz" else open(path, encoding=encoding)  # noqa: SIM115
     try:
         with handle:
             yield handle

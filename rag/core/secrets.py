@@ -54,10 +54,18 @@ def mask_url(text: str) -> str:
     return _URL_CREDENTIALS.sub(lambda m: f"{m.group('scheme')}{MASK}@", str(text))
 
 
+#: what may follow a YAML-style `name: value` for the value to be the setting's value (end of line, a flow
+#: mapping's `,` / `}` / `]`, a comment): `retriever.api_key: PineconeRetriever takes no argument` is a sentence
+_YAML_VALUE_END = re.compile(r"[ \t]*($|[\n\r,}\]#])")
+
+
 def _mask_assignment(match: re.Match) -> str:
-    if is_secret_name(match.group("name")) and is_secret_value(match.group("value")):
-        return f"{match.group('name')}{match.group('sep')}{match.group('quote')}{MASK}"
-    return match.group(0)
+    if not (is_secret_name(match.group("name")) and is_secret_value(match.group("value"))):
+        return match.group(0)
+    sep = match.group("sep")
+    if sep.startswith(":") and not match.group("quote") and not _YAML_VALUE_END.match(match.string, match.end()):
+        return match.group(0)  # the words of a message after a setting's name, not its value
+    return f"{match.group('name')}{sep}{match.group('quote')}{MASK}"
 
 
 def mask_text(text: str, known: Iterable[str] = ()) -> str:

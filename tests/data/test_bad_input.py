@@ -23,6 +23,18 @@ def test_tsv_row_with_extra_field_names_file_and_line(tmp_path):
         DataMorganaQA(str(path)).load()
 
 
+@pytest.mark.parametrize("name", ["qa.tsv", "qa.tsv.gz"])
+def test_byte_order_mark_is_not_part_of_the_first_column(tmp_path, name):
+    """A file saved with a UTF-8 byte-order mark was once rejected as `missing column(s) qid`."""
+    path = tmp_path / name
+    data = "\ufeff" + HEADER + "1\tq?\ta\t['x']\t['d1']\tsingle-doc\n"
+    path.write_bytes(gzip.compress(data.encode("utf-8")) if name.endswith(".gz") else data.encode("utf-8"))
+    assert [q.id for q in DataMorganaQA(str(path)).load()] == ["1"]
+    jsonl = tmp_path / "live.jsonl"
+    jsonl.write_bytes("\ufeff".encode() + json.dumps({"id": 7, "question": "Why?"}).encode() + b"\n")
+    assert [q.question for q in LiveRagQuestions(str(jsonl)).load()] == ["Why?"]
+
+
 def test_tsv_bad_literal_list(tmp_path):
     path = tmp_path / "qa.tsv"
     path.write_text(HEADER + "1\tq?\ta\tnot a list\t['d1']\tsingle-doc\n")

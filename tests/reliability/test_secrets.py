@@ -41,6 +41,20 @@ def _all_text(root: Path) -> str:
 
 
 @pytest.mark.slow
+def test_masking_masks_values_never_the_words_of_a_message():
+    """`retriever.api_key: *** takes no argument 'api_key'` once hid the class name the message was about."""
+    message = "retriever.api_key: PineconeRetriever takes no argument 'api_key'"
+    assert mask_text(message) == message
+    assert mask_text("retriever.api_key: sk-abc123") == "retriever.api_key: ***"
+    assert mask_text("llm:\n  api_key: sk-abc123\n  model: m") == "llm:\n  api_key: ***\n  model: m"
+    assert mask_text("{api_key: sk-abc123, b: 2}") == "{api_key: ***, b: 2}"
+    assert mask_text("api_key: sk-abc123  # from the vault") == "api_key: ***  # from the vault"
+    assert mask_text('{"api_key": "sk-abc123"}') == '{"api_key": "***"}'
+    # a value known to be secret (passed on the command line) is masked wherever it stands in a sentence
+    assert mask_text("the key api_key: sk-abc123 was refused", known=["sk-abc123"]) == \
+        "the key api_key: *** was refused"
+
+
 def test_override_secrets_reach_no_output_folder_name_or_log(hotpot_data, tmp_path):
     args = ["-m", *CHEAP, "dataset.limit=1", "logger=none", "retriever.k=4,5",
             f"+generation.api_token={SECRETS[1]}", f"+extra.api_key={SECRETS[0]}", f"+extra.password={SECRETS[2]}"]
