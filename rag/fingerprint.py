@@ -49,6 +49,9 @@ NOT_FINGERPRINTED: dict[str, str] = {
     "objective": "the metric reported to Hydra sweepers",
     "judge": "judges re-score every record on every run; their metrics are recomputed, never resumed",
     "generation.chunk_size": "how many answers are journalled per flush",
+    "llm.base_url": "where the endpoint listens: a server restarted on another port resumes its own folder (the "
+                    "model name and every sampling setting stay fingerprinted; the response cache keys by the URL, "
+                    "so no answer of another endpoint is replayed)",
 }
 #: keys (at any depth) that hold where a file lives, not what it holds: `dataset.corpus.data_dir` and the like
 PATH_KEYS = {"data_dir", "cache_dir", "hash_cache_dir", "output_dir"}

@@ -213,7 +213,13 @@ class Pipeline:
         done = {r.id: r for r in map(AnswerRecord.from_json, journal.read())}
         if (run_dir / ANSWERS_FILE).exists():
             done.update({r.id: r for r in load_answer_records(run_dir / ANSWERS_FILE)})
+        retry = [i for i, r in done.items() if r.failure]  # failed answers are generated again
+        for i in retry:
+            del done[i]
         todo = [q for q in questions if q.id not in done]
+        if retry:
+            log.info("resuming: %d failed answers (%s) are generated again", len(retry),
+                     ", ".join(sorted(retry)[:5]))
         if done:
             log.info("resuming: %d answers already written, %d to go", len(done), len(todo))
 
@@ -223,6 +229,9 @@ class Pipeline:
             retrieved, contexts = self.rank(part)
             results = self.generate(part, contexts)
             rows = [self.record(q, r, c, g) for q, r, c, g in zip(part, retrieved, contexts, results)]
+            for row in rows:
+                if self.generator.uses_llm and not row.answer.strip():
+                    row.failure = "empty_answer"
             for row in rows:  # recall at metrics.recall_at cutoffs (rank() computed them from the deep lists)
                 row.scores.update(self._cutoff_scores.pop(row.id, {}))
             journal.append([row.to_json() for row in rows])
@@ -232,6 +241,11 @@ class Pipeline:
 
         records = [done[q.id] for q in questions]
         metrics = self.metrics(records, coverage)
+        if metrics["empty_answers"]:
+            log.warning("%d of %d answers are empty (%d empty completions from %s after re-asking): scored as "
+                        "they are (F1 0), marked failure=empty_answer, and generated again when this folder is "
+                        "resumed", metrics["empty_answers"], len(records), metrics["llm_empty_completions"],
+                        self._engine.model if self._engine is not None else "the generator")
         if self.cfg.get("judge"):
             from eval.hook import evaluate_records
 
@@ -292,6 +306,7 @@ class Pipeline:
         # recall at every metrics.recall_at cutoff (issue 14): recall/<stage>@<k>[_any|_all]/<split>
         m.update(cutoff_metrics(splits))
         m["parse_failures"] = sum(r.parse_failed for r in records)
+        m["empty_answers"] = sum(r.failure == "empty_answer" for r in records)
         usage = self._engine.usage if self._engine is not None else None
         counters = self.stage_cache.counters
         m["model_loads"] = self.model_loads()
@@ -299,6 +314,7 @@ class Pipeline:
                   "retrieval_cache_hits": counters.retrieval_cache_hits,
                   "rerank_cache_hits": counters.rerank_cache_hits,
                   "llm_calls": usage.calls if usage else 0, "llm_retries": usage.retries if usage else 0,
+                  "llm_empty_completions": usage.empty_completions if usage else 0,
                   "llm_cache_hits": usage.cache_hits if usage else 0,
                   "prompt_tokens": usage.prompt_tokens if usage else 0,
                   "completion_tokens": usage.completion_tokens if usage else 0,

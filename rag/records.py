@@ -116,6 +116,9 @@ class AnswerRecord(BaseModel):
     sentences: list[dict[str, Any]] | None = None
     #: Crucible's per-answer metrics (judge=crucible), absent until evaluated
     crucible: dict[str, Any] | None = None
+    #: why this is not a real answer (`empty_answer`: an LLM generator answered nothing); scored as it is (F1 0),
+    #: counted, and generated again when the run folder is resumed
+    failure: str | None = None
 
     @field_validator("id", mode="before")
     @classmethod
@@ -151,7 +154,7 @@ class AnswerRecord(BaseModel):
         out = self.model_dump(mode="json")
         if not out.get("judges"):
             out.pop("judges", None)
-        for optional in ("nuggets", "sentences", "crucible"):
+        for optional in ("nuggets", "sentences", "crucible", "failure"):
             if out.get(optional) is None:
                 out.pop(optional, None)
         return out

@@ -22,6 +22,13 @@ from rag.llm.render import PlainTextRenderer
 
 #: bump when the key's meaning changes, so older entries can never answer
 CACHE_KEY_VERSION = 2
+#: an empty or whitespace-only completion (a crashed server behind a proxy, a model that stops at once) is a
+#: failed request: re-asked this many times in the same call, never cached, then counted in `Usage`
+EMPTY_RETRIES = 1
+
+
+def is_empty(completion: Completion) -> bool:
+    return not (completion.text or "").strip()
 
 
 @dataclass(frozen=True)
@@ -81,6 +88,8 @@ class Usage:
     calls: int = 0
     retries: int = 0
     cache_hits: int = 0
+    #: completions that stayed empty (or whitespace) after `EMPTY_RETRIES` re-asks: never cached
+    empty_completions: int = 0
     prompt_tokens: int = 0
     completion_tokens: int = 0
     seconds: float = 0.0
@@ -110,13 +119,31 @@ class LLMEngine(ABC):
 
     # -- public API -------------------------------------------------------------------------------------------
     def generate(self, requests: Sequence[LLMRequest], desc: str = "generate") -> list[Completion]:
-        """Complete every request; cached answers are free, the rest go to the backend as one batch."""
+        """Complete every request; cached answers are free, the rest go to the backend as one batch.
+
+        Empty completions are never cached: they are asked again (`EMPTY_RETRIES`), and those still empty come
+        back as they are, with `finish_reason="empty"`, counted in `usage.empty_completions`.
+        """
+        results = self._generate_cached(requests, desc)
+        for _ in range(EMPTY_RETRIES):
+            empty = [i for i, c in enumerate(results) if is_empty(c)]
+            if not empty:
+                break
+            for i, completion in zip(empty, self._generate_cached([requests[i] for i in empty], desc)):
+                results[i] = completion
+        for completion in results:
+            if is_empty(completion):
+                completion.finish_reason = "empty"
+                self.usage.empty_completions += 1
+        return results
+
+    def _generate_cached(self, requests: Sequence[LLMRequest], desc: str) -> list[Completion]:
         prepared = [self._prepare(r) for r in requests]
         results: list[Completion | None] = [None] * len(prepared)
         todo: list[int] = []
         for i, req in enumerate(prepared):
             hit = self.cache.get(self._cache_key(req)) if self.cache else None
-            if hit is not None:
+            if hit is not None and (hit.get("text") or "").strip():  # an empty entry (older versions) never answers
                 results[i] = Completion(**{**hit, "cached": True})
                 self.usage.cache_hits += 1
             else:
@@ -134,7 +161,7 @@ class LLMEngine(ABC):
                 self.usage.prompt_tokens += completion.prompt_tokens
                 self.usage.completion_tokens += completion.completion_tokens
                 results[todo[j]] = completion
-                if self.cache:
+                if self.cache and not is_empty(completion):
                     self.cache.put(self._cache_key(batch[j]), completion.to_dict())
 
             start = time.perf_counter()

@@ -17,6 +17,7 @@ from typing import Any
 
 from rag.core.hashing import slug, stable_hash
 from rag.core.io import atomic_write_text
+from rag.core.secrets import redact
 
 #: files of a model folder that decide its outputs besides the weights (configs, tokenizer, chat template)
 FOLDER_FILES = ("config.json", "generation_config.json", "tokenizer_config.json", "tokenizer.json",
@@ -46,6 +47,12 @@ def file_sha256(path: str | Path, memo_dir: str | Path | None = None) -> str:
             atomic_write_text(memo_file, digest + "\n")
     _MEMO[memo_key] = digest
     return digest
+
+
+def stored_key(key: dict[str, Any]) -> Any:
+    """The key as an entry stores it: JSON types, secret-looking values masked (`+llm.extra_body.api_key=...`
+    joins the key through the engine's settings, and must never sit in the cache in plain text)."""
+    return redact(json.loads(json.dumps(key, default=str)))
 
 
 def _head_sha256(path: Path, size: int = 1 << 20) -> str:
@@ -99,6 +106,8 @@ class ResponseCache:
         return self.root / "_model_ids"
 
     def _path(self, key: dict[str, Any]) -> Path:
+        # the file name hashes the whole key, secrets included (another key is another entry); only the stored
+        # copy of the key is masked
         digest = stable_hash(key)
         return self.root / slug(key.get("model", "model")) / digest[:2] / f"{digest}.json"
 
@@ -111,7 +120,7 @@ class ResponseCache:
         except (FileNotFoundError, json.JSONDecodeError):
             return None
         # guard against hash collisions and truncated legacy entries
-        if entry.get("key") != json.loads(json.dumps(key, default=str)):
+        if entry.get("key") != stored_key(key):
             return None
         return entry["completion"]
 
@@ -119,7 +128,7 @@ class ResponseCache:
         if not self.enabled:
             return
         completion = {k: v for k, v in completion.items() if k != "cached"}
-        entry = {"key": key, "completion": completion}
+        entry = {"key": stored_key(key), "completion": completion}
         atomic_write_text(self._path(key), json.dumps(entry, ensure_ascii=False, default=str))
 
     def count(self) -> int:

@@ -174,6 +174,10 @@ BUILTIN: tuple[MetricSpec, ...] = (
     _s("gold_docs_missing_from_corpus", "counter", "gold documents the corpus lacks (recall can never reach 1)",
        NONNEG),
     _s("parse_failures", "counter", "answers whose generator output could not be parsed", NONNEG, False),
+    _s("empty_answers", "counter", "answers an LLM generator left empty (failure=empty_answer; generated again "
+       "on resume)", NONNEG, False),
+    _s("llm_empty_completions", "counter", "completions still empty after re-asking (never cached)", NONNEG,
+       False),
     _s("fallbacks", "counter", "answers produced by a generator's fallback path", NONNEG, False),
     _s("retrieval_calls", "counter", "questions sent to the retriever (cache misses)", NONNEG, False),
     _s("rerank_calls", "counter", "questions sent to the reranker (cache misses)", NONNEG, False),

@@ -30,6 +30,18 @@ def test_fingerprint_ignores_paths_logger_and_flush_size_but_not_answers_setting
     assert not any(k.startswith(("paths.", "logger.")) or k.endswith("data_dir") for k in base["config"])
 
 
+def test_a_server_restarted_on_another_port_resumes_its_folder(tmp_path):
+    """llm.base_url says where the endpoint listens, not what answers: another port is the same config (issue
+    25); the model name the endpoint serves is still fingerprinted."""
+    server = ["llm=llamacpp_server", "llm.model=gemma-3-270m"]
+    first = fingerprint(compose_config([*server, "llm.base_url=http://127.0.0.1:8080/v1"], tmp_path))
+    moved = fingerprint(compose_config([*server, "llm.base_url=http://127.0.0.1:8131/v1"], tmp_path))
+    assert first["hash"] == moved["hash"] and "llm.base_url" not in first["config"]
+    other = fingerprint(compose_config(["llm=llamacpp_server", "llm.model=smollm2",
+                                        "llm.base_url=http://127.0.0.1:8080/v1"], tmp_path))
+    assert other["hash"] != first["hash"]
+
+
 @pytest.mark.slow
 def test_rerun_with_another_config_is_refused_before_any_work(hotpot_data, tmp_path):
     run_dir = tmp_path / "run"

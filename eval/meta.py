@@ -1,0 +1,364 @@
+"""Judges against people: any configured judge compared with human labels, per item, as a reviewer asks.
+
+    python -m eval.meta                                            # RAGChecker's own scores: its Table 2 rows
+    python -m eval.meta judge=[liverag,pairwise] llm=gemma3_270m   # + the embedded judges on the 280 pairs
+    python -m eval.meta judge=[liverag] labels.limit=20 out_dir=/tmp/meta
+
+Labels (`labels=ragchecker`, `eval.meta.RAGCheckerPairs`): RAGChecker's meta-evaluation set (Ru et al., NeurIPS
+2024 D&B, amazon-science/RAGChecker `data/meta_evaluation/`): 280 pairs of RAG answers to one query, each pair
+labelled by two annotators with how much better the second answer is (-2..2) in correctness, completeness and
+overall. A judge scores both answers of a pair on its own scale; the comparison follows RAGChecker's
+`meta_eval.py`: delta = score(answer 2) - score(answer 1), a NaN delta (a failed judgement) set to the median
+delta, min-max scaled to [-2, 2], each pair's delta repeated for both annotators, then Pearson and Spearman
+against the 2 x 280 human labels. The same code turns RAGChecker's own per-answer scores
+(`baseline_ragchecker.json`) into its paper's Table 2 rows, and annotator 1 against annotator 2 into the
+inter-annotator rows: the test suite asserts both to two decimals.
+
+Writes `OUT/summary.md`, `OUT/correlations.csv`, `OUT/judged.jsonl` (every answer's judgement) and
+`OUT/deltas.png` (judge delta against the mean human label per pair) atomically. The judges' LLM responses go to
+the response cache, so a second run costs no LLM call.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import logging
+import math
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import hydra
+import numpy as np
+from omegaconf import DictConfig, OmegaConf
+from scipy.stats import pearsonr, spearmanr
+
+from eval.hook import build_judges, evaluate_records
+from rag.core.errors import ConfigError, DataError, MissingDataError, ServiceError
+from rag.core.io import atomic_write_jsonl, atomic_write_text
+from rag.llm.factory import EngineFactory
+from rag.records import AnswerRecord
+
+log = logging.getLogger(__name__)
+
+LABEL_RANGE = (-2, 2)
+
+
+@dataclass(frozen=True)
+class HumanPair:
+    """One pair of answers to a query and the annotators' labels: label > 0 says answer 2 is better."""
+
+    pair_id: str
+    dataset: str
+    query: str
+    gold_answer: str
+    answers: tuple[str, str]
+    systems: tuple[str, str]
+    #: aspect -> one label per annotator
+    labels: Mapping[str, tuple[int, ...]]
+
+
+class RAGCheckerPairs:
+    """RAGChecker's pairwise human labels: `human_labeled_data.json` (records 2i and 2i+1 are the two annotators
+    of pair i) and, for the reference rows, `baseline_ragchecker.json` (RAGChecker's own per-answer scores)."""
+
+    ASPECTS = ("correctness", "completeness", "overall")
+    LABELS_FILE = "human_labeled_data.json"
+    BASELINE_FILE = "baseline_ragchecker.json"
+
+    def __init__(self, path: str | Path, limit: int | None = None, annotators: int = 2):
+        self.path = Path(path)
+        self.limit = limit
+        self.annotators = annotators
+        if limit is not None and limit < 1:
+            raise ConfigError(f"labels.limit={limit}: must be at least 1 (or null for all pairs)")
+
+    def _read(self, name: str) -> list[Any]:
+        path = self.path / name
+        if not path.is_file():
+            raise MissingDataError(f"{path}: not found (labels.path names RAGChecker's data/meta_evaluation folder)")
+        try:
+            rows = json.loads(path.read_text(encoding="utf-8-sig"))
+        except json.JSONDecodeError as err:
+            raise DataError(f"{path}: not JSON ({err})") from None
+        if not isinstance(rows, list):
+            raise DataError(f"{path}: expected a JSON list of records, got {type(rows).__name__}")
+        return rows
+
+    def pairs(self) -> list[HumanPair]:
+        """The labelled pairs in file order (the first `limit`), every record checked."""
+        rows = self._read(self.LABELS_FILE)
+        where = self.path / self.LABELS_FILE
+        if len(rows) % self.annotators:
+            raise DataError(f"{where}: {len(rows)} records is not a multiple of {self.annotators} annotators")
+        out: list[HumanPair] = []
+        for start in range(0, len(rows), self.annotators):
+            group = rows[start:start + self.annotators]
+            first = group[0]
+            for k, row in enumerate(group):
+                self._check(row, where, start + k, first)
+            labels = {a: tuple(int(row[f"{a}_label"]) for row in group) for a in self.ASPECTS}
+            out.append(HumanPair(
+                pair_id=str(first["instance_id"]), dataset=str(first.get("dataset", "")), query=first["query"],
+                gold_answer=first.get("gt_answer") or "",
+                answers=(first["model1"]["response"], first["model2"]["response"]),
+                systems=(first["model1"].get("model_name", ""), first["model2"].get("model_name", "")),
+                labels=labels))
+            if self.limit is not None and len(out) == self.limit:
+                break
+        return out
+
+    def _check(self, row: Any, where: Path, index: int, first: Mapping[str, Any]) -> None:
+        at = f"{where}: record {index}"
+        if not isinstance(row, Mapping):
+            raise DataError(f"{at}: expected an object, got {type(row).__name__}")
+        missing = [k for k in ("instance_id", "query", "model1", "model2", *(f"{a}_label" for a in self.ASPECTS))
+                   if k not in row]
+        if missing:
+            raise DataError(f"{at}: missing field(s) {', '.join(missing)}")
+        if row["instance_id"] != first["instance_id"]:
+            raise DataError(f"{at}: instance_id {row['instance_id']!r} where its pair's first record has "
+                            f"{first['instance_id']!r} (records of one pair must be consecutive)")
+        for side in ("model1", "model2"):
+            if not isinstance(row[side], Mapping) or not isinstance(row[side].get("response"), str):
+                raise DataError(f"{at}: {side}.response is not text")
+        for aspect in self.ASPECTS:
+            value = row[f"{aspect}_label"]
+            if isinstance(value, bool) or not isinstance(value, int) or not LABEL_RANGE[0] <= value <= LABEL_RANGE[1]:
+                raise DataError(f"{at}: {aspect}_label={value!r} is not an integer in {LABEL_RANGE[0]}..{LABEL_RANGE[1]}")
+
+    def reference_scores(self) -> dict[str, dict[str, tuple[float, float]]]:
+        """RAGChecker's own scores: `ragchecker/<aspect>` -> pair id -> (answer 1, answer 2); NaN where missing."""
+        rows = self._read(self.BASELINE_FILE)
+        out: dict[str, dict[str, tuple[float, float]]] = {f"ragchecker/{a}": {} for a in self.ASPECTS}
+        for index, row in enumerate(rows):
+            try:
+                pair_id = str(row["instance_id"])
+                for aspect in self.ASPECTS:
+                    s1, s2 = (row[m]["ragchecker"].get(f"{aspect}_label") for m in ("model1", "model2"))
+                    out[f"ragchecker/{aspect}"][pair_id] = (_float(s1), _float(s2))
+            except (KeyError, TypeError, AttributeError) as err:
+                raise DataError(f"{self.path / self.BASELINE_FILE}: record {index}: no model1/model2.ragchecker "
+                                f"scores ({err})") from None
+        return out
+
+
+def _float(value: Any) -> float:
+    return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else math.nan
+
+
+# -- the comparison -------------------------------------------------------------------------------------------
+def scaled_deltas(scores: Sequence[tuple[float, float]]) -> np.ndarray:
+    """RAGChecker's per-pair delta: score 2 - score 1, NaN -> the median delta, min-max scaled to [-2, 2]."""
+    delta = np.array([s2 - s1 for s1, s2 in scores], dtype=float)
+    if np.isnan(delta).all():
+        return delta
+    delta[np.isnan(delta)] = np.nanmedian(delta)
+    low, high = delta.min(), delta.max()
+    if high == low:
+        return np.zeros_like(delta)
+    return (delta - low) / (high - low) * 4 - 2
+
+
+@dataclass
+class Correlation:
+    """One evaluation against one human aspect (or annotator against annotator)."""
+
+    evaluation: str
+    aspect: str
+    n_pairs: int
+    pearson: float
+    spearman: float
+    #: pairs whose delta was NaN (a failed judgement on either answer), set to the median as the protocol does
+    n_failed: int = 0
+    per_annotator: list[tuple[float, float]] = field(default_factory=list)
+    #: why a coefficient is undefined ("" when defined): a judge that gives every answer the same score
+    reason: str = ""
+
+    def row(self) -> dict[str, Any]:
+        out = {"evaluation": self.evaluation, "aspect": self.aspect, "n_pairs": self.n_pairs,
+               "n_failed": self.n_failed, "pearson": self.pearson, "spearman": self.spearman,
+               "reason": self.reason}
+        for k, (p, s) in enumerate(self.per_annotator, start=1):
+            out[f"pearson_annotator{k}"], out[f"spearman_annotator{k}"] = p, s
+        return out
+
+
+def _corr(x: np.ndarray, y: np.ndarray) -> tuple[float, float]:
+    if len(x) < 3 or np.all(x == x[0]) or np.all(y == y[0]):
+        return math.nan, math.nan
+    return float(pearsonr(x, y)[0]), float(spearmanr(x, y)[0])
+
+
+def correlate(evaluation: str, scores: Mapping[str, tuple[float, float]], pairs: Sequence[HumanPair],
+              aspect: str) -> Correlation:
+    """An evaluation's scaled deltas against every annotator's labels of `aspect` (pooled, and per annotator)."""
+    missing = [p.pair_id for p in pairs if p.pair_id not in scores]
+    if missing:
+        raise DataError(f"{evaluation}: no scores for pair(s) {', '.join(missing[:5])}")
+    raw = [scores[p.pair_id] for p in pairs]
+    failed = sum(1 for s1, s2 in raw if math.isnan(s1) or math.isnan(s2))
+    delta = scaled_deltas(raw)
+    labels = np.array([p.labels[aspect] for p in pairs], dtype=float)  # pairs x annotators
+    pooled = _corr(np.repeat(delta, labels.shape[1]), labels.reshape(-1))
+    per = [_corr(delta, labels[:, k]) for k in range(labels.shape[1])]
+    values = sorted({v for s in raw for v in s if not math.isnan(v)})
+    reason = f"constant: every answer scored {values[0]:g}" if len(values) == 1 else (
+        "constant: no pair's scores differ" if np.all(delta == delta[0]) else "")
+    return Correlation(evaluation, aspect, len(pairs), *pooled, n_failed=failed, per_annotator=per, reason=reason)
+
+
+def inter_annotator(pairs: Sequence[HumanPair], aspect: str) -> Correlation:
+    labels = np.array([p.labels[aspect] for p in pairs], dtype=float)
+    return Correlation("annotator 1 vs annotator 2", aspect, len(pairs), *_corr(labels[:, 0], labels[:, 1]))
+
+
+def reference_rows(source: RAGCheckerPairs, pairs: Sequence[HumanPair]) -> list[Correlation]:
+    """RAGChecker's own metrics against the humans (each on its own aspect), then the inter-annotator rows."""
+    scores = source.reference_scores()
+    rows = [correlate(name, scores[name], pairs, name.split("/", 1)[1]) for name in scores]
+    return rows + [inter_annotator(pairs, a) for a in source.ASPECTS]
+
+
+# -- judging the pairs ----------------------------------------------------------------------------------------
+def pair_records(pairs: Sequence[HumanPair]) -> list[AnswerRecord]:
+    """Two answer records per pair (`<pair id>:1`, `<pair id>:2`) with the query and the reference answer; the
+    pairs carry no retrieved passages, so judges that need context judge without it."""
+    return [AnswerRecord(id=f"{p.pair_id}:{k + 1}", question=p.query, answer=p.answers[k], gold_answer=p.gold_answer,
+                         generator=p.systems[k]) for p in pairs for k in range(2)]
+
+
+def judge_scores(records: Sequence[AnswerRecord]) -> dict[str, dict[str, tuple[float, float]]]:
+    """`judge/<j>/<field>` -> pair id -> (answer 1, answer 2) from judged records; NaN for a failed judgement."""
+    by_id = {r.id: r.judge_scores() for r in records}
+    names = sorted({name for values in by_id.values() for name in values})
+    out: dict[str, dict[str, tuple[float, float]]] = {}
+    for name in names:
+        table: dict[str, tuple[float, float]] = {}
+        for record_id in by_id:
+            pair_id, k = record_id.rsplit(":", 1)
+            s1, s2 = table.get(pair_id, (math.nan, math.nan))
+            value = by_id[record_id].get(name, math.nan)
+            table[pair_id] = (value, s2) if k == "1" else (s1, value)
+        out[name] = table
+    return out
+
+
+@dataclass
+class MetaResult:
+    pairs: list[HumanPair]
+    rows: list[Correlation]
+    judged: list[AnswerRecord] = field(default_factory=list)
+    metrics: dict[str, Any] = field(default_factory=dict)
+    seconds: float = 0.0
+
+
+def meta_evaluate(cfg: DictConfig, factory: EngineFactory | None = None) -> MetaResult:
+    """Reference rows, then every configured judge's fields against every human aspect."""
+    source = hydra.utils.instantiate(cfg.labels)
+    pairs = source.pairs()
+    result = MetaResult(pairs=pairs, rows=reference_rows(source, pairs))
+    judges = build_judges(cfg.judge) if cfg.get("judge") else []
+    if not judges:
+        return result
+    if OmegaConf.select(cfg, "llm", default=None) is None:
+        raise ConfigError("judge: the judges need an engine; name it with llm=<conf/llm name>")
+    out_dir, cache_dir = Path(str(cfg.out_dir)), Path(str(cfg.paths.cache_dir))
+    records = pair_records(pairs)
+    own = factory is None
+    engines = factory or EngineFactory(cache_dir, cache_enabled=bool(OmegaConf.select(
+        cfg, "cache.llm_responses", default=True)))
+    start = time.perf_counter()
+    try:
+        result.metrics = evaluate_records(cfg.judge, records, out_dir, cache_dir, engines)
+    finally:
+        if own:
+            engines.close()
+    result.seconds = time.perf_counter() - start
+    result.judged = records
+    for name, scores in judge_scores(records).items():
+        result.rows += [correlate(name, scores, pairs, aspect) for aspect in source.ASPECTS]
+    return result
+
+
+# -- output ---------------------------------------------------------------------------------------------------
+def _pct(value: float) -> str:
+    return "-" if math.isnan(value) else f"{100 * value:.2f}"
+
+
+def to_csv(rows: Sequence[Correlation]) -> str:
+    buffer = io.StringIO()
+    fields = list(dict.fromkeys(k for r in rows for k in r.row()))
+    writer = csv.DictWriter(buffer, fieldnames=fields, lineterminator="\n")
+    writer.writeheader()
+    for r in rows:
+        writer.writerow({k: ("" if isinstance(v, float) and math.isnan(v) else v) for k, v in r.row().items()})
+    return buffer.getvalue()
+
+
+def to_markdown(result: MetaResult) -> str:
+    lines = ["# Judges against human labels (RAGChecker pairwise protocol)", "",
+             f"{len(result.pairs)} pairs, two annotators each. Pearson and Spearman x 100 of the judge's scaled score "
+             "delta (answer 2 - answer 1, NaN to the median, min-max to [-2, 2]) against every annotator's label; "
+             "`failed`: pairs with a failed judgement.", "",
+             "| evaluation | human label | pairs | failed | Pearson | Spearman | undefined because |",
+             "|---|---|---|---|---|---|---|"]
+    lines += [f"| {r.evaluation} | {r.aspect} | {r.n_pairs} | {r.n_failed} | {_pct(r.pearson)} | {_pct(r.spearman)} "
+              f"| {r.reason} |" for r in result.rows]
+    if result.judged:
+        calls = result.metrics.get("eval/llm_calls", 0) or 0
+        hits = result.metrics.get("eval/llm_cache_hits", 0) or 0
+        n = len(result.judged)
+        lines += ["", f"Judged {n} answers in {result.seconds:.1f} s ({result.seconds / n:.2f} s per answer): "
+                      f"{calls} LLM calls ({calls / n:.2f} per answer), {hits} answered from the response cache."]
+    return "\n".join(lines) + "\n"
+
+
+def deltas_png(result: MetaResult, path: Path) -> Path | None:
+    """Scatter of each judge field's scaled delta against the pair's mean human label (overall)."""
+    judged = [r for r in result.rows if r.evaluation.startswith("judge/") and r.aspect == "overall"]
+    if not judged:
+        return None
+    from matplotlib.figure import Figure
+
+    scores = judge_scores(result.judged)
+    human = np.array([np.mean(p.labels["overall"]) for p in result.pairs])
+    fig = Figure(figsize=(4 * len(judged), 3.6), layout="constrained")
+    for ax, row in zip(fig.subplots(1, len(judged), squeeze=False)[0], judged):
+        delta = scaled_deltas([scores[row.evaluation][p.pair_id] for p in result.pairs])
+        ax.scatter(human, delta, s=10, alpha=0.5)
+        ax.set_xlabel("mean human overall label (answer 2 better > 0)")
+        ax.set_ylabel("judge delta, scaled")
+        ax.set_title(f"{row.evaluation}\nPearson {_pct(row.pearson)}, Spearman {_pct(row.spearman)}", fontsize=8)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.tmp.png")
+    fig.savefig(tmp, dpi=110)
+    tmp.replace(path)
+    return path
+
+
+def write(result: MetaResult, out_dir: Path) -> None:
+    atomic_write_text(out_dir / "summary.md", to_markdown(result))
+    atomic_write_text(out_dir / "correlations.csv", to_csv(result.rows))
+    if result.judged:
+        atomic_write_jsonl(out_dir / "judged.jsonl", [r.to_json() for r in result.judged])
+        deltas_png(result, out_dir / "deltas.png")
+
+
+@hydra.main(version_base="1.3", config_path="../conf", config_name="meta")
+def main(cfg: DictConfig) -> None:
+    try:
+        result = meta_evaluate(cfg)
+        write(result, Path(str(cfg.out_dir)))
+    except (ConfigError, DataError, MissingDataError, ServiceError) as err:
+        log.error("%s: %s", type(err).__name__, err)
+        raise SystemExit(2) from None
+    print(to_markdown(result), flush=True)
+
+
+if __name__ == "__main__":
+    main()
