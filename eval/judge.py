@@ -22,6 +22,7 @@ from omegaconf import DictConfig, OmegaConf, open_dict
 
 from eval.main import complete_from_run, rejudge, run_cache_dir, shown
 from rag.core.errors import ConfigError
+from rag.core.overrides import quote_folder_overrides
 from rag.llm.factory import EngineFactory
 
 CONF_DIR = Path(__file__).resolve().parent.parent / "conf"
@@ -56,7 +57,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     factory: EngineFactory | None = None
     try:
         for run_dir in args.run_dirs:
-            overrides = [f"run_dir={run_dir}", *base]
+            overrides = [*quote_folder_overrides([f"run_dir={run_dir}"]), *base]
             if args.cache_dir:
                 overrides.append(f"cache_dir={args.cache_dir}")
             if args.out:

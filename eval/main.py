@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 import logging
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -25,6 +26,7 @@ from eval.base import Judge
 from eval.hook import build_judges, evaluate_records
 from rag.core.errors import ConfigError, DataError, MissingDataError, ServiceError
 from rag.core.io import atomic_write_json, atomic_write_jsonl
+from rag.core.overrides import quote_folder_overrides
 from rag.llm.factory import EngineFactory
 from rag.records import load_answer_records
 
@@ -122,4 +124,5 @@ def main(cfg: DictConfig) -> None:
 
 
 if __name__ == "__main__":
+    sys.argv[1:] = quote_folder_overrides(sys.argv[1:])  # sweep cell folders contain `=` and `,`
     main()

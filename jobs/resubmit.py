@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from jobs.status import RESUBMIT_LOG, CellStatus, is_local_sweep, sweep_status
+from rag.core.overrides import quote_override_value
 from rag.sweep.cells import Sweep
 
 SBATCH_TEMPLATE = Path(__file__).resolve().parent / "single_run.sbatch"
@@ -39,11 +40,6 @@ def select(statuses: Sequence[CellStatus], cells: Sequence[int] = ()) -> list[Ce
     if cells:
         chosen = [s for s in chosen if s.cell.num in set(cells)]
     return chosen
-
-
-def quote_override_value(value: str) -> str:
-    """Quote a value for Hydra's override grammar: cell folder names contain `=` and `,`."""
-    return "'" + value.replace("'", "\\'") + "'"
 
 
 def run_command(status: CellStatus, python: str = sys.executable) -> list[str]:

@@ -23,6 +23,7 @@ from hydra.utils import instantiate
 from omegaconf import DictConfig, OmegaConf
 
 from rag.core.errors import ConfigError, DataError, MissingDataError, ServiceError
+from rag.core.overrides import quote_folder_overrides
 from rag.core.secrets import (
     add_known_secrets,
     install_log_masking,
@@ -141,5 +142,5 @@ def _argv_for_hydra(argv: list[str]) -> list[str]:
 
 
 if __name__ == "__main__":
-    sys.argv[1:] = _argv_for_hydra(sys.argv[1:])
+    sys.argv[1:] = _argv_for_hydra(quote_folder_overrides(sys.argv[1:]))
     main()

@@ -169,6 +169,21 @@ def test_eval_main_entry_point_subprocess(tmp_path):
     assert bad.returncode == 2 and "no answers.jsonl" in bad.stdout + bad.stderr
 
 
+def test_eval_main_takes_a_sweep_cell_folder(tmp_path):
+    """Cell folders are named `${hydra.job.num}_${override_dirname}`: `=` and `,` in a run_dir once ended in
+    Hydra's `mismatched input '='` (issue 25). The folder is passed exactly as the sweep prints it."""
+    run = _run_folder(tmp_path, fixed('{"correctness": 2, "faithfulness": 1}'))
+    cell = tmp_path / "multirun" / "2026-12-02" / "10-00-00" / "1_rerank.k=5,retriever=bm25"
+    cell.parent.mkdir(parents=True)
+    run.rename(cell)
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO / "tests" / "eval"), str(REPO)])}
+    proc = subprocess.run([sys.executable, "-m", "eval.main", f"run_dir={cell}", "judge=[liverag]"],
+                          cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert read_jsonl(cell / "answers.jsonl")[0]["judges"]["liverag"]["correctness"] == 2
+    assert judge_cli.main([str(cell), "--judge", "liverag", "--out", str(tmp_path / "alias")]) == 0
+
+
 def test_judge_alias_llm_file_and_out_dir(tmp_path):
     run = _run_folder(tmp_path, None)
     llm_yaml = tmp_path / "judge_llm.yaml"
