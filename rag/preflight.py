@@ -3,15 +3,20 @@
 A multirun's sweeper (`hydra_plugins.rag_sweep.sweeper.CheckedSweeper`) composes every cell's config as
 launchers will and checks them all before any cell is launched or submitted: environment variables that configured
 components declare (`required_env(node)` on the component's class), keys a component's constructor does not
-take, data files, model paths and packages,
+take, settings whose value does not have the type the constructor declares (`rerank.k=abc`), sampling settings
+out of range (`temperature < 0`, `top_p` outside (0, 1], `max_tokens < 1`), top-level keys no config declares
+(`+retreiver.k=5`: a typo that would otherwise run at the default k), data files, model paths and packages,
 `rerank.k <= retriever.k` and `cache.retrieval_depth >= max k`. Each problem is one line; any problem ends the
 command with status 2 and nothing submitted. A single run checks its own config the same way, before any work.
 """
 
 from __future__ import annotations
 
+import difflib
 import importlib.util
 import logging
+import types
+import typing
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -103,6 +108,104 @@ def _unknown_arguments(cls: Any, node: dict[str, Any]) -> list[str]:
     return [key for key in node if not key.startswith("_") and key not in names]
 
 
+def _init_hints(cls: Any) -> dict[str, Any]:
+    """Type hints of the constructor parameters along the MRO (a subclass's own hint wins)."""
+    import inspect
+
+    hints: dict[str, Any] = {}
+    for owner in reversed(cls.__mro__ if inspect.isclass(cls) else ()):
+        init = owner.__dict__.get("__init__")
+        if init is None or init is object.__init__:
+            continue
+        try:
+            hints.update(typing.get_type_hints(init))
+        except Exception:  # noqa: BLE001 - a hint that does not resolve checks nothing
+            continue
+    hints.pop("return", None)
+    return hints
+
+
+_SCALARS = (bool, int, float, str)
+
+
+def _scalar_types(hint: Any) -> tuple[type, ...] | None:
+    """The scalar types a hint allows (None allowed is dropped), or None where it is not a plain scalar hint."""
+    if hint in _SCALARS:
+        return (hint,)
+    if typing.get_origin(hint) in (typing.Union, types.UnionType):
+        allowed = [a for a in typing.get_args(hint) if a is not type(None)]
+        return tuple(allowed) if allowed and all(a in _SCALARS for a in allowed) else None
+    return None
+
+
+def _type_problem(path: str, key: str, value: Any, hint: Any, owner: str) -> str | None:
+    allowed = _scalar_types(hint)
+    if allowed is None or value is None:
+        return None
+    if isinstance(value, bool):
+        ok = bool in allowed
+    elif isinstance(value, int):
+        ok = int in allowed or float in allowed
+    elif isinstance(value, float):
+        ok = float in allowed
+    else:
+        ok = isinstance(value, tuple(allowed))
+    if ok:
+        return None
+    names = " or ".join({bool: "true/false", int: "an integer", float: "a number", str: "text"}[a] for a in allowed)
+    return f"{path}.{key}={value!r}: must be {names} ({owner}.{key})"
+
+
+#: sampling settings and their valid ranges, wherever they appear (generator, judges, rerankers)
+SAMPLING_RANGES = {"temperature": (0.0, None, "at least 0"), "top_p": (0.0, 1.0, "in (0, 1]"),
+                   "max_tokens": (1, None, "at least 1")}
+
+
+def _sampling_problems(path: str, node: dict[str, Any]) -> list[str]:
+    out = []
+    for key, (low, high, words) in SAMPLING_RANGES.items():
+        value = node.get(key)
+        if not isinstance(value, (int, float)) or isinstance(value, bool):
+            continue
+        bad = value < low if key != "top_p" else not (low < value <= high)
+        if bad:
+            out.append(f"{path + '.' if path else ''}{key}={value}: must be {words}; it would be sent as it is")
+    return out
+
+
+def known_top_level_keys() -> set[str]:
+    """Top-level keys of the project's root config as composed without overrides (plus Hydra's and the
+    machine-local ones), memoised."""
+    global _KNOWN_TOP
+    if _KNOWN_TOP is None:
+        from hydra import compose, initialize_config_dir
+        from hydra.core.global_hydra import GlobalHydra
+
+        conf = str(Path(__file__).resolve().parent.parent / "conf")
+        if GlobalHydra.instance().is_initialized():
+            keys = set(compose(config_name="config").keys())
+        else:
+            with initialize_config_dir(config_dir=conf, version_base="1.3"):
+                keys = set(compose(config_name="config").keys())
+        _KNOWN_TOP = keys | {"hydra", "local", "cluster"}
+    return _KNOWN_TOP
+
+
+_KNOWN_TOP: set[str] | None = None
+
+
+def _unknown_top_level(data: dict[str, Any]) -> list[str]:
+    known = known_top_level_keys()
+    out = []
+    for key in data:
+        if key not in known:
+            close = difflib.get_close_matches(str(key), sorted(known), n=1)
+            hint = f"; did you mean {close[0]}?" if close else ""
+            out.append(f"{key}: no config reads a top-level key {key!r} (a `+{key}...` override adds a key "
+                       f"nothing uses{hint})")
+    return out
+
+
 def _resolved(cfg: DictConfig) -> dict[str, Any]:
     """The task config resolved (Hydra's own node, present in a sweep cell's config, is left out)."""
     if "hydra" in cfg:
@@ -121,21 +224,31 @@ def check_config(cfg: DictConfig, environ: dict[str, str] | None = None) -> list
     except Exception as err:  # noqa: BLE001 - an interpolation that cannot resolve (e.g. a missing env var)
         return [f"the config does not resolve: {err}".splitlines()[0]]
     data_dir = (data.get("paths") or {}).get("data_dir")
+    if "retriever" in data or "generator" in data:  # a pipeline config (tests also check partial ones)
+        problems.extend(_unknown_top_level(data))
 
     for path, node in _nodes({k: v for k, v in data.items() if k not in ("hydra", "logger")}):
         target = node.get("_target_")
         if target:
             cls = _component_class(str(target))
             if cls is not None:
+                owner = str(target).rsplit(".", 1)[-1]
                 for key in _unknown_arguments(cls, node):
-                    problems.append(f"{path}.{key}: {str(target).rsplit('.', 1)[-1]} takes no argument {key!r} "
+                    problems.append(f"{path}.{key}: {owner} takes no argument {key!r} "
                                     f"(a typo, or a key meant for another option of this group)")
+                hints = _init_hints(cls)
+                for key, value in node.items():
+                    if key in hints:
+                        problem = _type_problem(path, key, value, hints[key], owner)
+                        if problem:
+                            problems.append(problem)
             required = getattr(cls, "required_env", None) if cls is not None else None
             if callable(required):
                 for name in required(node):
                     if not str(env.get(name, "")).strip():
                         problems.append(f"{path or 'config'}: environment variable {name} is not set "
                                         f"(needed by {str(target).rsplit('.', 1)[-1]})")
+        problems.extend(_sampling_problems(path, node))
         # data files: loaders take `path` relative to `data_dir`
         if target and "path" in node and "data_dir" in node and isinstance(node["path"], str):
             file = Path(node["path"]).expanduser()

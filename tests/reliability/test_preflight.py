@@ -80,6 +80,30 @@ def test_key_a_component_does_not_take_is_named(hotpot_data, tmp_path):
     assert not [p for p in check_config(compose_config(["judge=full"], tmp_path), environ={}) if "argument" in p]
 
 
+def test_typos_wrong_types_and_sampling_out_of_range_are_refused_before_any_work(hotpot_data, tmp_path):
+    """Issue 25, faults 4 and 8: `+retreiver.k=5` ran at k=20, `generator.temperature=-1` was sent to the
+    endpoint, `rerank.k=abc` ended in `TypeError: '<' not supported between 'str' and 'int'`."""
+    problems = check_config(compose_config(["+retreiver.k=5", "rerank.k=abc", "generator.temperature=-1",
+                                            "generator.max_tokens=0", "retriever.k=5.5", "judge=[liverag]",
+                                            "+judge.liverag.params.top_p=1.5"], tmp_path), environ={})
+    text = "\n".join(problems)
+    assert "retreiver: no config reads a top-level key 'retreiver'" in text and "did you mean retriever?" in text
+    assert "rerank.k='abc': must be an integer" in text and "retriever.k=5.5: must be an integer" in text
+    assert "generator.temperature=-1: must be at least 0" in text and "generator.max_tokens=0: must be at least 1" \
+        in text
+    assert "judge.liverag.params.top_p=1.5: must be in (0, 1]" in text
+    assert len(problems) == 6, problems
+    # every shipped option of every group passes as it is
+    for override in ("experiment=demo", "judge=full", "generator=crucible", "generator=instructrag", "rerank=bge",
+                     "retriever=dense", "llm=llamacpp_server", "llm=smollm2_135m"):
+        assert check_config(compose_config([override], tmp_path), environ={}) == [], override
+    proc = rag_main(["dataset=hotpotqa", "rerank.k=abc", "logger=none", f"hydra.run.dir={tmp_path / 'run'}"],
+                    _env(tmp_path), timeout=300)
+    out = proc.stdout + proc.stderr
+    assert proc.returncode == 2 and "rerank.k='abc': must be an integer" in out and "Traceback" not in out
+    assert not (tmp_path / "run" / "answers.jsonl").exists()
+
+
 def test_multirun_sets_a_key_of_swept_group_options(hotpot_data, tmp_path):
     """Hydra composes a multirun's master config with the *default* generator, which has no `max_docs`: the key
     is applied as `++generator.max_docs` and each cell is checked; ginger, which lacks it, is named."""

@@ -57,7 +57,7 @@ def test_masking_masks_values_never_the_words_of_a_message():
 
 def test_override_secrets_reach_no_output_folder_name_or_log(hotpot_data, tmp_path):
     args = ["-m", *CHEAP, "dataset.limit=1", "logger=none", "retriever.k=4,5",
-            f"+generation.api_token={SECRETS[1]}", f"+extra.api_key={SECRETS[0]}", f"+extra.password={SECRETS[2]}"]
+            f"+generation.api_token={SECRETS[1]}", f"+generation.api_key={SECRETS[0]}", f"+generation.password={SECRETS[2]}"]
     proc = rag_main(args, rag_env(tmp_path))
     assert proc.returncode == 0, proc.stderr[-3000:]
     [sweep] = sweep_dirs(tmp_path / "outputs")
