@@ -191,7 +191,7 @@ class Pipeline:
 
     def generate(self, questions: list[Question], contexts: list[list[ScoredPassage]]) -> list[GenerationResult]:
         ctx = GenerationContext(engine=self.engine if self.generator.uses_llm else None, retrieve=self.retrieve_adhoc, cache_dir=str(self.cache_dir),
-                                data_dir=self.data_dir)
+                                data_dir=self.data_dir, evaluated=tuple(self.dataset.questions))
         items = [GenerationInput(q, self.ordering.order(c) if self.generator.uses_ordering else list(c))
                  for q, c in zip(questions, contexts)]
         with self.timer.stage("generate"):

@@ -50,6 +50,9 @@ class GenerationContext:
     #: where strategies keep artefacts made once per model (InstructRAG demonstrations, ...)
     cache_dir: str | None = None
     data_dir: str | None = None
+    #: every question the run evaluates (not only this batch): what demonstrations and other prompt material may
+    #: never be drawn from (empty: the batch's own questions stand for it)
+    evaluated: tuple[Question, ...] = ()
 
 
 def passage_views(passages: list[ScoredPassage]) -> list[dict[str, Any]]:

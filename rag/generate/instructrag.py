@@ -5,9 +5,12 @@ demonstration question of a dev split, the model explains how the question's gol
 known gold answer (a self-synthesised rationale). Phase 2: the demonstrations (documents, question, rationale,
 "Final answer:" line) precede the new question's passages; the model writes a rationale and a final answer.
 
-Demonstrations never include the question being answered: the pool holds `num_demos + 1` questions and each
-question uses the first `num_demos` whose id and text differ from its own, so one pool (one rationale batch,
-one cache file) serves every question of a run. Answer: the text after the last "Final answer:"; without it
+Demonstrations come from a declared split (`demo_questions`, cut to `demo_offset` / `demo_limit` in file order)
+that shares no question with the evaluated set: a split holding an evaluated question (same id or same text) is
+refused in one line, because its gold answer would sit in the other questions' prompts (InstructRAG's
+demonstrations come from a training split); a demonstration whose gold document is also an evaluated question's
+is left out. The pool holds `num_demos + 1` questions of the split in a seeded
+order, so one pool (one rationale batch, one cache file) serves every question of a run. Answer: the text after the last "Final answer:"; without it
 the whole cleaned output (the rationale, which is InstructRAG's original answer format), `fallback="whole_output"`.
 """
 
@@ -20,6 +23,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from rag.core.errors import ConfigError
 from rag.core.hashing import slug, stable_hash
 from rag.core.io import atomic_write_text
 from rag.data.questions import QuestionLoader
@@ -46,7 +50,8 @@ class InstructRAGGenerator(MultiStepGenerator):
 
     def __init__(self, demo_questions: QuestionLoader | Mapping[str, Any] | None = None, num_demos: int = 2,
                  demo_passage_words: int = 150, demo_passages: bool = True, demo_seed: int = 0,
-                 rationale_max_tokens: int = 256, **kwargs: Any):
+                 rationale_max_tokens: int = 256, demo_offset: int = 0, demo_limit: int | None = None,
+                 **kwargs: Any):
         super().__init__(**kwargs)
         if num_demos < 0:
             raise ValueError("generator.num_demos must be >= 0")
@@ -55,6 +60,9 @@ class InstructRAGGenerator(MultiStepGenerator):
         self.demo_questions = demo_questions
         self.num_demos, self.demo_passage_words, self.demo_passages = num_demos, demo_passage_words, demo_passages
         self.demo_seed, self.rationale_max_tokens = demo_seed, rationale_max_tokens
+        if demo_offset < 0 or (demo_limit is not None and demo_limit < 1):
+            raise ValueError("generator.demo_offset must be >= 0 and generator.demo_limit >= 1 (or null)")
+        self.demo_offset, self.demo_limit = demo_offset, demo_limit
 
     # -- demonstrations ---------------------------------------------------------------------------------------
     def _loader(self, ctx: GenerationContext) -> QuestionLoader:
@@ -67,11 +75,43 @@ class InstructRAGGenerator(MultiStepGenerator):
             loader.data_dir = ctx.data_dir
         return loader
 
-    def demo_pool(self, ctx: GenerationContext) -> list[Question]:
-        """`num_demos + 1` dev questions with an answer and gold documents, in a seeded order."""
+    def demo_split(self, ctx: GenerationContext) -> list[Question]:
+        """The declared demonstration split: `demo_questions` from `demo_offset`, at most `demo_limit`."""
+        questions = self._loader(ctx).load()
+        end = None if self.demo_limit is None else self.demo_offset + self.demo_limit
+        return questions[self.demo_offset:end]
+
+    def check_split(self, split: list[Question], evaluated: tuple[Question, ...] | list[Question]) -> None:
+        """One line if the split shares a question (id or text) with the evaluated set."""
+        ids = {q.id for q in evaluated}
+        texts = {_one_line(q.question).lower() for q in evaluated}
+        shared = [q.id for q in split if q.id in ids or _one_line(q.question).lower() in texts]
+        if shared:
+            raise ConfigError(
+                f"generator.demo_questions: the demonstration split (questions {self.demo_offset + 1}.."
+                f"{self.demo_offset + len(split)} of its file) shares {len(shared)} question(s) with the evaluated "
+                f"set (ids {', '.join(shared[:5])}{', ...' if len(shared) > 5 else ''}): their gold answers would "
+                f"sit in the other questions' prompts; take demonstrations from questions the run does not "
+                f"evaluate (generator.demo_offset / demo_limit, e.g. dataset.limit=275 with the default "
+                f"demo_offset=275, or another file)")
+
+    def demo_pool(self, ctx: GenerationContext, evaluated: tuple[Question, ...] | list[Question] = ()) -> list[Question]:
+        """`num_demos + 1` questions of the split with an answer and gold documents, in a seeded order; the split
+        is refused if it shares a question with `evaluated` (default: `ctx.evaluated`)."""
         if self.num_demos == 0:
             return []
-        candidates = [q for q in self._loader(ctx).load() if q.answer and q.gold_docs]
+        split = self.demo_split(ctx)
+        evaluated = evaluated or ctx.evaluated
+        self.check_split(split, evaluated)
+        # a demonstration shows its gold documents: one that is also an evaluated question's gold document would
+        # put that question's evidence into every prompt, so such demonstrations are left out
+        evaluated_docs = {d for q in evaluated for d in q.gold_doc_ids}
+        candidates = [q for q in split if q.answer and q.gold_docs]
+        sharing = [q.id for q in candidates if evaluated_docs & set(q.gold_doc_ids)]
+        if sharing:
+            log.info("instructrag: %d demonstration question(s) left out: a gold document of theirs is one of an "
+                     "evaluated question (%s)", len(sharing), ", ".join(sharing[:5]))
+            candidates = [q for q in candidates if q.id not in sharing]
         random.Random(self.demo_seed).shuffle(candidates)
         pool = candidates[: self.num_demos + 1]
         if len(pool) < self.num_demos + 1:
@@ -79,9 +119,10 @@ class InstructRAGGenerator(MultiStepGenerator):
                         self.num_demos + 1)
         return pool
 
-    def demonstrations(self, ctx: GenerationContext) -> tuple[list[dict[str, Any]], bool]:
+    def demonstrations(self, ctx: GenerationContext, evaluated: tuple[Question, ...] | list[Question] = ()
+                       ) -> tuple[list[dict[str, Any]], bool]:
         """Demonstrations with rationales, from the disk cache or made now in one batch; True if made now."""
-        pool = self.demo_pool(ctx)
+        pool = self.demo_pool(ctx, evaluated)
         if not pool:
             return [], False
         template = self.template("rationale")
@@ -124,7 +165,7 @@ class InstructRAGGenerator(MultiStepGenerator):
     def generate(self, items: list[GenerationInput], ctx: GenerationContext) -> list[GenerationResult]:
         if not items:
             return []
-        demos, made_now = self.demonstrations(ctx)
+        demos, made_now = self.demonstrations(ctx, ctx.evaluated or [item.question for item in items])
         template = self.template("answer")
         per_item = [self.demos_for(item.question, demos) for item in items]
         requests = [self.step_request(template, question=item.question.question,

@@ -13,7 +13,7 @@ from tests.cluster.helpers import rag_env, rag_main, run_module, sweep_dirs
 def test_cell_folder_names_are_capped_and_found_again(hotpot_data, tmp_path):
     note = "n" * 260
     args = ["-m", "dataset=hotpotqa", "dataset.limit=1", "generator=none", "logger=none", "retriever.k=4,5",
-            f"+extra.note={note}"]
+            f"+generation.note={note}"]
     proc = rag_main(args, rag_env(tmp_path), timeout=600)
     assert proc.returncode == 0, proc.stderr[-3000:]
     [sweep] = sweep_dirs(tmp_path / "outputs")

@@ -91,16 +91,16 @@ def test_astuterag_real(engine, monkeypatch):
 def test_instructrag_real(engine, monkeypatch, tmp_path):
     loader = DataMorganaQA(path="liverag_dm/dev_qa.tsv", data_dir=str(DATA_DIR))
     gen = InstructRAGGenerator(demo_questions=loader, num_demos=1, demo_passage_words=40, rationale_max_tokens=40,
-                               max_answer_words=30, max_tokens=40)
+                               max_answer_words=30, max_tokens=40, demo_offset=275)
     ctx = GenerationContext(engine=engine, cache_dir=str(tmp_path), data_dir=str(DATA_DIR))
     pool = gen.demo_pool(ctx)
-    # the first pool question is itself evaluated: it must be answered with the next demonstration
-    items = items_for((pool[0].id, "2"))
+    # demonstrations come from the split after question 275; questions 1 and 2 are evaluated
+    items = items_for(("1", "2"))
     log = CallLog(engine, monkeypatch)
     results = gen.generate(items, ctx)
     assert log.calls == [("instructrag rationales", 2), ("instructrag answer", 2)]
     _check_common(results, items, 30)
-    assert results[0].steps["demo_ids"] == [pool[1].id] and results[1].steps["demo_ids"] == [pool[0].id]
+    assert results[0].steps["demo_ids"] == results[1].steps["demo_ids"] == [pool[0].id]
     cached = json.loads(next(Path(tmp_path, "instructrag").rglob("demos_*.json")).read_text())
     assert [d["id"] for d in cached["demos"]] == [q.id for q in pool]
     assert all(d["rationale"] and "rationale_raw" in d for d in cached["demos"])

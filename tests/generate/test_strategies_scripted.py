@@ -15,6 +15,7 @@ import numpy as np
 import pytest
 from hydra.utils import instantiate
 
+from rag.core.errors import ConfigError
 from rag.data.questions import DataMorganaQA
 from rag.generate.astuterag import AstuteRAGGenerator
 from rag.generate.base import GenerationContext, GenerationInput
@@ -192,10 +193,10 @@ INSTRUCT_ANSWER_FOR_D1 = (
     "of the documents lead to your answer, then give the answer on a last line that starts with \"Final "
     "answer:\". If the documents do not help to answer the question, answer from your own knowledge without "
     "referring to them.\n\nBelow are examples of how to answer a question:\n\n"
-    "###\n\nExample 1\n\nDocument [1]: Doc about\n\nDocument [2]: Second doc\n\nQuestion: What is C?\n\n"
-    "Answer: Rationale for What is C?\nFinal answer: C is three.\n\n"
-    "###\n\nExample 2\n\nDocument [1]: Doc about\n\nQuestion: What is B?\n\nAnswer: Rationale for What is B?\n"
+    "###\n\nExample 1\n\nDocument [1]: Doc about\n\nQuestion: What is B?\n\nAnswer: Rationale for What is B?\n"
     "Final answer: B is two.\n\n"
+    "###\n\nExample 2\n\nDocument [1]: Doc about\n\nDocument [2]: Second doc\n\nQuestion: What is C?\n\n"
+    "Answer: Rationale for What is C?\nFinal answer: C is three.\n\n"
     "###\n\nNow it is your turn to analyse the following documents and answer the question.\n\n"
     "Document [1]: Alpha.\n\nBased on your knowledge and the provided information, answer the question:\n"
     "What is A?\nAnswer:")
@@ -208,7 +209,7 @@ def _instruct_reply(prompt: str, _request) -> str:
     return "Document 1 says so.\nFinal answer: One.\n\nRead the following"
 
 
-def test_instructrag_demos_exclude_the_question_and_rationales_are_cached(tmp_path, monkeypatch):
+def test_instructrag_demos_come_from_a_split_the_run_does_not_evaluate_and_are_cached(tmp_path, monkeypatch):
     tsv = tmp_path / "demos.tsv"
     _write_demo_tsv(tsv)
     gen = InstructRAGGenerator(demo_questions=DataMorganaQA(path=str(tsv)), num_demos=2, demo_passage_words=2,
@@ -216,13 +217,17 @@ def test_instructrag_demos_exclude_the_question_and_rationales_are_cached(tmp_pa
     ctx = GenerationContext(engine=ScriptedEngine(_instruct_reply), cache_dir=str(tmp_path / "cache"))
     pool = [q.id for q in gen.demo_pool(ctx)]
     assert sorted(pool) == ["d1", "d2", "d3"]  # d4 has no gold documents
-    items = [_item(qid, q, ["Alpha."]) for qid, q in (("d1", "What is A?"), ("x", "What is X?"))]
+    # an evaluated question in the split (by id, or by text under another id) is refused: its gold answer would
+    # sit in the other questions' prompts (issue 23, item 5)
+    for evaluated in (("d1", "What is Q?"), ("q9", "what is  B?")):
+        with pytest.raises(ConfigError, match=r"shares 1 question\(s\) with the evaluated set"):
+            gen.generate([_item(*evaluated, ["Alpha."]), _item("x", "What is X?", ["Alpha."])], ctx)
+    items = [_item(qid, q, ["Alpha."]) for qid, q in (("y", "What is Y?"), ("x", "What is X?"))]
     log = CallLog(ctx.engine, monkeypatch)
     first = gen.generate(items, ctx)
     assert log.calls == [("instructrag rationales", 3), ("instructrag answer", 2)]
-    assert first[0].steps["demo_ids"] == [d for d in pool if d != "d1"]
-    assert first[1].steps["demo_ids"] == pool[:2]
-    assert "Question: What is A?" not in first[0].final_prompt and "Question: What is A?" in first[1].final_prompt
+    assert first[0].steps["demo_ids"] == first[1].steps["demo_ids"] == pool[:2]
+    assert "Question: What is A?" in first[1].final_prompt
     cache_files = list((tmp_path / "cache" / "instructrag" / "scripted").glob("demos_*.json"))
     assert len(cache_files) == 1
 
@@ -241,8 +246,11 @@ def test_instructrag_prompt_text_and_answer(tmp_path):
     gen = InstructRAGGenerator(demo_questions=DataMorganaQA(path=str(tsv)), num_demos=2, demo_passage_words=2)
     ctx = GenerationContext(engine=ScriptedEngine(_instruct_reply), cache_dir=str(tmp_path / "cache"))
     assert [q.id for q in gen.demo_pool(ctx)] == ["d1", "d3", "d2"]  # seeded order (demo_seed=0)
-    (r,) = gen.generate([_item("d1", "What is A?", ["Alpha."])], ctx)
-    assert r.final_prompt == INSTRUCT_ANSWER_FOR_D1  # d1 itself is skipped; passages cut to 2 words
+    # the split starts after d1, the question evaluated here
+    split = InstructRAGGenerator(demo_questions=DataMorganaQA(path=str(tsv)), num_demos=2, demo_passage_words=2,
+                                 demo_offset=1)
+    (r,) = split.generate([_item("d1", "What is A?", ["Alpha."])], ctx)
+    assert r.final_prompt == INSTRUCT_ANSWER_FOR_D1  # passages cut to 2 words
     assert r.answer == "One." and not r.parse_failed
     assert r.steps["rationale"] == "Document 1 says so."
 
@@ -255,15 +263,20 @@ def test_instructrag_without_final_answer_line_uses_the_rationale(tmp_path):
     assert "Example 1" not in r.final_prompt
 
 
-def test_instructrag_real_dev_loader_skips_evaluated_ids(tmp_path):
-    gen = InstructRAGGenerator(demo_questions=DataMorganaQA(path="liverag_dm/dev_qa.tsv"), num_demos=3)
-    ctx = GenerationContext(engine=ScriptedEngine(_instruct_reply), cache_dir=str(tmp_path), data_dir=str(DATA_DIR))
+def test_instructrag_default_split_is_the_last_20_dev_questions(tmp_path):
+    """The shipped config's split: the dev questions after the 275th; the first 275 can be evaluated."""
+    cfg = compose_config(["generator=instructrag"], tmp_path)
+    gen = instantiate(cfg.generator)
+    assert (gen.demo_offset, gen.demo_limit, gen.num_demos) == (275, None, 2)
+    ctx = GenerationContext(engine=ScriptedEngine(_instruct_reply), cache_dir=str(tmp_path), data_dir=str(DATA_DIR),
+                            evaluated=dev_questions()[:275])
     pool = gen.demo_pool(ctx)
-    assert len(pool) == 4 and all(q.gold_docs and q.answer for q in pool)
-    items = [GenerationInput(q, items_for(("1",))[0].passages) for q in pool[:2]]
-    results = gen.generate(items, ctx)
-    for q, r in zip(pool, results):
-        assert q.id not in r.steps["demo_ids"] and len(r.steps["demo_ids"]) == 3
+    assert len(pool) == 3 and all(q.gold_docs and q.answer for q in pool)
+    assert {q.id for q in pool} <= {q.id for q in dev_questions()[275:]}
+    results = gen.generate(items_for(("1", "2")), ctx)
+    assert all(r.steps["demo_ids"] == [q.id for q in pool[:2]] for r in results)
+    with pytest.raises(ConfigError, match=r"shares 20 question\(s\).*dataset.limit=275"):
+        gen.demo_pool(GenerationContext(engine=ctx.engine, data_dir=str(DATA_DIR), evaluated=dev_questions()))
 
 
 # -- IterDRAG -----------------------------------------------------------------------------------------------
