@@ -22,7 +22,7 @@ from hydra.errors import InstantiationException
 from hydra.utils import instantiate
 from omegaconf import DictConfig, OmegaConf
 
-from rag.core.errors import ConfigError, DataError, MissingDataError, ServiceError
+from rag.core.errors import ConfigError, DataError, DiskFullError, MissingDataError, ServiceError
 from rag.core.overrides import quote_folder_overrides
 from rag.core.secrets import (
     add_known_secrets,
@@ -41,7 +41,8 @@ from rag.sweep.group_keys import force_keys_of_swept_groups
 log = logging.getLogger(__name__)
 
 #: errors whose message already says what is wrong and where: printed as one line, exit status 2
-CLEAR_ERRORS = (DataError, MissingDataError, ServiceError, ConfigError, FileNotFoundError, PermissionError)
+CLEAR_ERRORS = (DataError, MissingDataError, ServiceError, ConfigError, FileNotFoundError, PermissionError,
+                DiskFullError)
 
 # secrets given on the command line are masked in every log line and in `${rag.mask:...}` folder names
 install_log_masking()

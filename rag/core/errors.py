@@ -21,3 +21,26 @@ class ServiceError(RuntimeError):
 
 class ConfigError(ValueError):
     """A setting (or a combination of settings) that cannot work; the message names the setting."""
+
+
+class DiskFullError(OSError):
+    """A write found no space (or no quota) left: the message names the file and the bytes it needed."""
+
+
+#: errno values that mean "no space left": a full device, an exhausted quota
+NO_SPACE_ERRNOS = (28, 122)  # ENOSPC, EDQUOT
+
+
+def disk_full(err: OSError, path: object, needed: int) -> DiskFullError:
+    """The one-line error of a write that ran out of space, with what is free where it wrote."""
+    import os
+    import shutil
+
+    where = os.path.dirname(os.fspath(path)) or "."  # type: ignore[arg-type]
+    try:
+        free = f"{shutil.disk_usage(where).free:,} bytes free there"
+    except OSError:
+        free = "free space unknown"
+    return DiskFullError(err.errno, f"no space left writing {path}: {needed:,} bytes needed, {free}; free space or "
+                                    f"point paths.output_dir / paths.cache_dir elsewhere (the run resumes where it "
+                                    f"stopped)")

@@ -19,7 +19,7 @@ from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
-from rag.core.errors import DataError
+from rag.core.errors import NO_SPACE_ERRNOS, DataError, disk_full
 
 
 @contextlib.contextmanager
@@ -79,9 +79,11 @@ def atomic_write_bytes(path: str | Path, data: bytes) -> None:
             handle.flush()
             os.fsync(handle.fileno())
         os.replace(tmp, path)
-    except BaseException:
+    except BaseException as err:
         with contextlib.suppress(FileNotFoundError):
             os.unlink(tmp)
+        if isinstance(err, OSError) and err.errno in NO_SPACE_ERRNOS:
+            raise disk_full(err, path, len(data)) from None
         raise
 
 
@@ -159,10 +161,15 @@ class JsonlJournal:
         if not data:
             return
         self._repair_torn_tail()
-        with open(self.path, "a", encoding="utf-8") as handle:
-            handle.write(data)
-            handle.flush()
-            os.fsync(handle.fileno())
+        try:
+            with open(self.path, "a", encoding="utf-8") as handle:
+                handle.write(data)
+                handle.flush()
+                os.fsync(handle.fileno())
+        except OSError as err:  # a torn last line is dropped on the next read (`read_jsonl_tolerant`)
+            if err.errno in NO_SPACE_ERRNOS:
+                raise disk_full(err, self.path, len(data.encode("utf-8"))) from None
+            raise
 
     def _repair_torn_tail(self) -> None:
         if not self.path.exists() or self.path.stat().st_size == 0:

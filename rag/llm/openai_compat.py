@@ -151,6 +151,25 @@ class OpenAICompatibleEngine(ConcurrentAPIEngine):
             body["grammar"] = json_schema_to_gbnf(json.dumps(p.json_schema))
         return body
 
+    def service_error(self, err: BaseException) -> BaseException:
+        """A failed request as one line naming the endpoint (credentials masked), the model and the setting to
+        change; errors that are not the API's own come back unchanged."""
+        import openai
+
+        where = f"llm endpoint {mask_url(self.base_url)} (model {self.model})"
+        attempts = f"{self.max_retries + 1} attempt(s)"
+        if isinstance(err, openai.APITimeoutError):
+            return ServiceError(f"{where}: no answer within llm.timeout_s={self.timeout_s:g} s after {attempts}; "
+                                f"raise llm.timeout_s (or judge.<name>.llm.timeout_s for a judge's engine), lower "
+                                f"llm.concurrency, or check the server")
+        if isinstance(err, openai.APIConnectionError):
+            return ServiceError(f"{where}: connection failed after {attempts} ({err}); is the server still "
+                                f"running? (llm.base_url)")
+        if isinstance(err, openai.APIStatusError):
+            message = " ".join(str(getattr(err, "message", "") or err).split())[:300]
+            return ServiceError(f"{where}: HTTP {err.status_code} after {attempts}: {message}")
+        return err
+
     def _call(self, request: LLMRequest) -> Completion:
         body = self.build_payload(request)
         # fields the SDK does not type (grammar, response_format on /completions) travel in extra_body
@@ -165,7 +184,11 @@ class OpenAICompatibleEngine(ConcurrentAPIEngine):
             resp = self.client.chat.completions.create(**kwargs, extra_body=extra or None)
             return resp, resp.choices[0].message.content or ""
 
-        resp, text = call_with_retries(once, self.max_retries, _retryable, 1.0, 30.0, on_attempt=self.count_attempt)
+        try:
+            resp, text = call_with_retries(once, self.max_retries, _retryable, 1.0, 30.0,
+                                           on_attempt=self.count_attempt)
+        except Exception as err:
+            raise self.service_error(err) from None
         usage = resp.usage
         return Completion(text=text.strip(), prompt_tokens=getattr(usage, "prompt_tokens", 0) or 0,
                           completion_tokens=getattr(usage, "completion_tokens", 0) or 0,

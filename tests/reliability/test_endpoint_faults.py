@@ -1,0 +1,93 @@
+"""Issue 25, fault 7: an LLM request that timed out ended in a 148-line `APITimeoutError` traceback naming no URL
+and no setting; a judge endpoint failing every request mid-run in a 97-line one. Now one line naming the endpoint
+(credentials masked) and the setting to change, exit 2, the run's answers journalled for the resume. A real HTTP
+server on 127.0.0.1 that is slow or fails."""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+import pytest
+
+from rag.core.errors import ServiceError
+from rag.core.io import read_jsonl
+from rag.llm.base import LLMRequest, SamplingParams
+from rag.llm.openai_compat import OpenAICompatibleEngine
+from tests.cluster.helpers import CHEAP, rag_env, rag_main
+
+
+class FaultyServer(BaseHTTPRequestHandler):
+    """`/v1/models` answers; completions are slow (`mode = "slow"`) or fail with HTTP 500 (`"fail"`)."""
+
+    mode = "slow"
+
+    def log_message(self, *args) -> None:  # keep the test output clean
+        pass
+
+    def _send(self, status: int, body: dict) -> None:
+        data = json.dumps(body).encode()
+        self.send_response(status)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+    def do_GET(self) -> None:  # noqa: N802 - the handler's API
+        self._send(200, {"object": "list", "data": [{"id": "m", "object": "model"}]})
+
+    def do_POST(self) -> None:  # noqa: N802
+        self.rfile.read(int(self.headers.get("Content-Length", 0)))
+        if self.server.mode == "slow":
+            time.sleep(1.5)
+            return
+        self._send(500, {"error": {"message": "the model worker crashed", "type": "server_error"}})
+
+
+@pytest.fixture
+def server() -> Iterator[ThreadingHTTPServer]:
+    httpd = ThreadingHTTPServer(("127.0.0.1", 0), FaultyServer)
+    httpd.daemon_threads = True
+    httpd.mode = "slow"
+    thread = threading.Thread(target=httpd.serve_forever, daemon=True)
+    thread.start()
+    yield httpd
+    httpd.shutdown()
+    httpd.server_close()
+
+
+def _url(httpd: ThreadingHTTPServer, credentials: str = "") -> str:
+    return f"http://{credentials}127.0.0.1:{httpd.server_address[1]}/v1"
+
+
+def test_a_timeout_is_one_line_naming_the_endpoint_and_the_setting(server):
+    engine = OpenAICompatibleEngine(model="m", base_url=_url(server, "user:s3cret@"), api_key_env=None,
+                                    timeout_s=0.3, max_retries=1)
+    request = LLMRequest(messages=[{"role": "user", "content": "hi"}], params=SamplingParams(max_tokens=4))
+    with pytest.raises(ServiceError) as err:
+        engine.generate([request])
+    line = str(err.value)
+    assert "\n" not in line and "llm.timeout_s=0.3 s after 2 attempt(s)" in line
+    assert f"127.0.0.1:{server.server_address[1]}" in line and "s3cret" not in line and "***@" in line
+    server.mode = "fail"
+    with pytest.raises(ServiceError, match=r"HTTP 500 after 2 attempt\(s\).*the model worker crashed"):
+        engine.generate([request])
+
+
+@pytest.mark.slow
+def test_a_judge_endpoint_failing_mid_run_is_one_line_and_the_answers_resume(hotpot_data, server, tmp_path):
+    server.mode = "fail"
+    judge_llm = (f"{{_target_:rag.llm.openai_compat.OpenAICompatibleEngine,model:m,base_url:'{_url(server)}',"
+                 f"api_key_env:null,max_retries:0}}")
+    run_dir = tmp_path / "run"
+    proc = rag_main([*CHEAP, "dataset.limit=2", "logger=none", "judge=[liverag]", f"judge.llm={judge_llm}",
+                     f"hydra.run.dir={run_dir}"], rag_env(tmp_path), timeout=900)
+    out = proc.stdout + proc.stderr
+    assert proc.returncode == 2, out[-3000:]
+    assert "Traceback" not in out
+    [line] = [ln for ln in out.splitlines() if "ServiceError" in ln]
+    assert f"127.0.0.1:{server.server_address[1]}" in line and "HTTP 500" in line
+    assert len(read_jsonl(run_dir / "answers.partial.jsonl")) == 2  # both answers journalled for the resume
