@@ -140,8 +140,10 @@ class Pipeline:
 
     @property
     def depth(self) -> int:
-        """Retrieval depth shared by sweep cells: the largest k any cell needs."""
-        return max(self.retriever.k, int(self.cfg.cache.retrieval_depth or 0), *self.recall_at)
+        """Retrieval depth shared by sweep cells: the largest k any cell needs (at most the corpus)."""
+        depth = max(self.retriever.k, int(self.cfg.cache.retrieval_depth or 0), *self.recall_at)
+        capacity = self.retriever.capacity() if self._index_ready else None
+        return min(depth, capacity) if capacity else depth
 
     # -- stages -----------------------------------------------------------------------------------------------
     def rank(self, questions: list[Question]) -> tuple[list[list[ScoredPassage]], list[list[ScoredPassage]]]:
@@ -178,6 +180,19 @@ class Pipeline:
                 self.reranker.prepare(self.cache_dir, self.retriever)  # dense rerank reads the index's vectors
             log.info("retriever %s; rerank %s", self.retriever.key, self.reranker.key)
             self._index_ready = True
+            self._clamp_to_corpus()
+
+    def _clamp_to_corpus(self) -> None:
+        """k beyond the corpus retrieves the whole corpus: say so once and use the corpus size, so metric names
+        and prompts say what was really done (`retriever.k=100000` over 28,082 passages ran silently before)."""
+        capacity = self.retriever.capacity()
+        if not capacity:
+            return
+        for name, stage in (("retriever.k", self.retriever), ("rerank.k", self.reranker)):
+            if stage.k is not None and stage.k > capacity:
+                log.warning("%s=%d is more than the %d passages of the corpus %s: using %d", name, stage.k,
+                            capacity, self.dataset.corpus.key, capacity)
+                stage.k = capacity
 
     def retrieve_adhoc(self, queries: list[str]) -> list[list[ScoredPassage]]:
         """Retrieve + rerank + cut for new queries (IterDRAG's sub-queries), with the run's own stages."""

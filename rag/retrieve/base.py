@@ -50,6 +50,11 @@ class Retriever(ABC):
     def search(self, queries: list[str], k: int) -> list[list[ScoredPassage]]:
         """Top-k passages per query, best first, ranks 1..k."""
 
+    def capacity(self) -> int | None:
+        """How many passages a search can return at most: the indexed corpus's (None: a service's index, whose
+        size the local corpus does not tell)."""
+        return None if self.corpus is None else len(self.corpus.passages)
+
     # -- cache support: corpus-backed retrievers store ids only and re-attach text on load --------------------
     @property
     def stores_text(self) -> bool:
@@ -71,6 +76,9 @@ class Retriever(ABC):
 
 class RemoteRetriever(Retriever):
     """A retriever whose index lives in a service: hits carry their text, `prepare` connects."""
+
+    def capacity(self) -> int | None:
+        return None
 
     @property
     def stores_text(self) -> bool:
