@@ -153,3 +153,23 @@ def test_external_nugget_file(tmp_path):
     assert len(engine.batches) == 1  # assignment only
     assert records[0].nuggets["n_nuggets"] == 2
     assert records[1].nuggets["skip_reason"] == "not_in_nugget_file" and metrics["nuggets/skipped"] == 1
+
+
+def test_labels_follow_the_nuggets_not_their_positions_and_prompts_show_no_label_order():
+    """Issue 23, item 6: Gemma 3 270M copied the format example's label order into 24 of 25 answers. The prompts
+    give the reply's shape only, and a permuted nugget list gets its labels permuted with it."""
+    engine = ScriptedEngine(respond)
+    nz = AutoNuggetizer()
+    nuggets = [{"text": f"alpha nugget {i}", "importance": "vital"} for i in range(6)]
+    permuted = [nuggets[i] for i in (5, 2, 0, 4, 1, 3)]
+    [first, second] = nz.assign(engine, [("alpha", "an answer", nuggets), ("alpha", "an answer", permuted)])
+    by_text = {n["text"]: n["assignment"] for n in first.nuggets}
+    assert [n["assignment"] for n in second.nuggets] == [by_text[n["text"]] for n in permuted]
+    assert [n["assignment"] for n in second.nuggets] != [n["assignment"] for n in first.nuggets]
+    for request in engine.batches[0]:
+        text = prompt_text(request)
+        assert not re.search(r'\[\s*"(support|partial_support|not_support|vital|okay)"', text), text
+    importance = AutoNuggetizer()
+    importance.create(engine, [Topic("b", "beta", ["p"])])
+    for request in engine.batches[-1]:
+        assert not re.search(r'\[\s*"(vital|okay)"', prompt_text(request))
