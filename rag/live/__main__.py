@@ -20,10 +20,14 @@ LIVE_KEYS = {"questions": "questions", "deadline": "deadline", "out": "out_dir",
 
 
 def split_args(argv: Sequence[str]) -> tuple[list[str], list[str]]:
-    """(live overrides, pipeline overrides)."""
+    """(live overrides, pipeline overrides); Hydra's own settings are refused: this command is not a Hydra app
+    and would ignore them (`hydra.run.dir=X` once wrote to `live.out_dir` anyway, resuming what was there)."""
     live, pipeline = [], []
     for arg in argv:
         key, _, value = arg.partition("=")
+        if key.lstrip("+~").startswith("hydra.") or key.lstrip("+~") == "hydra" or arg in ("-m", "--multirun"):
+            raise ConfigError(f"{arg}: python -m rag.live is not a Hydra app and does not use Hydra's settings; "
+                              f"its folder is out=DIR (live.out_dir)")
         if key in LIVE_KEYS:
             live.append(f"{LIVE_KEYS[key]}={value}")
         elif key.startswith("live."):
@@ -43,10 +47,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
     from rag.live.day import LiveDay, load_live_config
 
-    live_overrides, pipeline_overrides = split_args(argv)
     day = None
     try:
         try:
+            live_overrides, pipeline_overrides = split_args(argv)
             day = LiveDay(load_live_config(live_overrides), pipeline_overrides)
             summary = day.run()
         except InstantiationException as err:

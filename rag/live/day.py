@@ -106,6 +106,11 @@ class LiveDay:
         self.spec: SubmissionSpec = instantiate(live.submission, _convert_="all")
         self.pipelines: dict[int, Pipeline] = {}
         self.cfg0 = self.compose(0)
+        from rag.preflight import check_config
+
+        problems = check_config(self.cfg0)  # before any index is built or model loaded, as rag.main does
+        if problems:
+            raise ConfigError("preflight: " + "; ".join(problems))
         self.out = Path(str(live.out_dir)) if live.out_dir else \
             Path(self.cfg0.paths.output_dir) / "live" / (Path(str(live.questions)).stem if live.questions
                                                          else str(self.cfg0.dataset.name))

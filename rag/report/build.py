@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from rag.core.io import atomic_write_json, atomic_write_text
+from rag.core.io import atomic_write_json, atomic_write_text, shared_mode
 from rag.report import agreement as agreement_mod
 from rag.report import cost as cost_mod
 from rag.report import latency as latency_mod
@@ -61,6 +61,10 @@ class Report:
         return self.dir / entry[fmt] if fmt in entry else None
 
 
+#: a figure's table, where its CSV is named otherwise
+TABLE_OF = {"fig4_recall_at_k": "recall_at_k", "fig5_latency_at_k": "latency_at_k"}
+
+
 def save_figure(fig, stem: Path, formats: Sequence[str] = ("png", "pdf"), dpi: int = 150) -> dict[str, str]:
     """Save a figure in each format atomically (temporary file, then rename); return format -> file name."""
     stem.parent.mkdir(parents=True, exist_ok=True)
@@ -68,6 +72,7 @@ def save_figure(fig, stem: Path, formats: Sequence[str] = ("png", "pdf"), dpi: i
     for fmt in formats:
         target = stem.with_suffix(f".{fmt}")
         fd, tmp = tempfile.mkstemp(dir=stem.parent, prefix=f".{target.name}.", suffix=f".{fmt}")
+        os.fchmod(fd, shared_mode())  # mkstemp makes 0600: the umask rule of every other output applies
         os.close(fd)
         try:
             fig.savefig(tmp, format=fmt, dpi=dpi)
@@ -154,6 +159,11 @@ def build_report(sweep_dir: str | Path, out_dir: str | Path | None = None, laten
     else:
         report.skipped["strategy_cost"] = "no finished runs"
 
+    for name in report.skipped:  # a part that cannot be drawn now leaves no figure or table of an earlier build
+        files = [out / f"{name}.{ext}" for ext in {*formats, "png", "pdf", "svg", "csv"}]
+        files.append(out / f"{TABLE_OF.get(name, name)}.csv")
+        for stale in files:
+            stale.unlink(missing_ok=True)
     for name, rows in report.tables.items():
         atomic_write_text(out / f"{name}.csv", _csv(rows))
     report.meta["fingerprint"] = fingerprint(sweep, latency_files)

@@ -1,9 +1,11 @@
 """Strategy cost: LLM requests, tokens and seconds per question for each generation strategy.
 
-From each run's metrics.json (the generator's engine only; judges run afterwards and are not counted).
-Requests count fresh calls plus response-cache hits, i.e. what the strategy asks for per question; tokens and
-LLM seconds count fresh calls only (a cache hit costs neither), so a sweep rerun from a warm cache shows
-the requests but not the tokens. Generation seconds are the wall time of the generate stage.
+Two costs, named apart. What a strategy *needs* per question comes from its answers (`steps.llm_calls` of
+multi-step strategies, else one request per answer that has a prompt): the same whether the answers were made
+now, come from the response cache or were resumed from an earlier run. What *this run* paid comes from its
+metrics.json (the generator's engine only; judges run afterwards and are not counted): requests are fresh calls
+plus response-cache hits, tokens and LLM seconds fresh calls only, so a rerun of a finished sweep pays nothing.
+Generation seconds are the wall time of the generate stage.
 """
 
 from __future__ import annotations
@@ -21,6 +23,8 @@ class StrategyCost:
     questions: int
     requests: int
     fresh_calls: int
+    #: LLM requests the answers needed (from the records, however they were obtained)
+    needed_calls: int
     prompt_tokens: int
     completion_tokens: int
     llm_seconds: float
@@ -30,7 +34,8 @@ class StrategyCost:
         q = max(1, self.questions)
         fresh = max(1, self.fresh_calls)
         return {"strategy": self.strategy, "runs": self.runs, "questions": self.questions,
-                "llm_requests_per_q": round(self.requests / q, 3),
+                "llm_requests_needed_per_q": round(self.needed_calls / q, 3),
+                "llm_requests_this_run_per_q": round(self.requests / q, 3),
                 "fresh_calls_per_q": round(self.fresh_calls / q, 3),
                 "prompt_tokens_per_call": round(self.prompt_tokens / fresh, 1) if self.fresh_calls else None,
                 "completion_tokens_per_call": round(self.completion_tokens / fresh, 1) if self.fresh_calls else None,
@@ -39,12 +44,22 @@ class StrategyCost:
                 "generate_seconds_per_q": round(self.generate_seconds / q, 3)}
 
 
+def needed_calls(record: dict[str, Any]) -> int:
+    """LLM requests one answer needed: its strategy's own count, else one if a prompt was sent."""
+    steps = record.get("steps") or {}
+    calls = steps.get("llm_calls") if isinstance(steps, dict) else None
+    if isinstance(calls, int) and not isinstance(calls, bool):
+        return calls
+    return 1 if record.get("final_prompt") else 0
+
+
 def strategy_costs(sweep: SweepData) -> list[StrategyCost]:
     """Totals per strategy over every run of that strategy, in sweep order."""
     out: dict[str, StrategyCost] = {}
     for run in sweep.runs:
         usage = LLMUsage.from_metrics(run.metrics)
-        cost = out.setdefault(run.strategy, StrategyCost(run.strategy, 0, 0, 0, 0, 0, 0, 0.0, 0.0))
+        cost = out.setdefault(run.strategy, StrategyCost(run.strategy, 0, 0, 0, 0, 0, 0, 0, 0.0, 0.0))
+        cost.needed_calls += sum(needed_calls(r) for r in run.records)
         cost.runs += 1
         cost.questions += run.n_questions
         cost.requests += usage.calls + usage.cache_hits
@@ -64,7 +79,7 @@ def plot(costs: list[StrategyCost]):
     names = [r["strategy"] for r in rows]
     fig = Figure(figsize=(12, 3.4), layout="constrained")
     axes = fig.subplots(1, 3)
-    panels = (("llm_requests_per_q", "LLM requests / question"),
+    panels = (("llm_requests_needed_per_q", "LLM requests / question (needed)"),
               ("tokens_per_q", "tokens / question (fresh calls)"),
               ("generate_seconds_per_q", "generation seconds / question"))
     for ax, (key, title) in zip(axes, panels):

@@ -29,6 +29,24 @@ def test_durations_and_override_merging():
     assert cfg.deadline == "5m" and cfg.batch_size == 2 and cfg.guard.rungs[-1].name == "extractive"
 
 
+def test_hydra_settings_are_refused_by_the_live_command():
+    """Issue 25, fault 4: `python -m rag.live ... hydra.run.dir=X` wrote to live.out_dir anyway."""
+    from rag.core.errors import ConfigError
+    from rag.live.__main__ import main
+
+    for arg in ("hydra.run.dir=/tmp/x", "-m"):
+        with pytest.raises(ConfigError, match="not a Hydra app"):
+            split_args(["questions=q.jsonl", arg])
+    assert main(["questions=q.jsonl", "hydra.run.dir=/tmp/x"]) == 2
+    # the pipeline's own overrides go through the same preflight as rag.main, before any work
+    from rag.live.day import LiveDay, load_live_config
+    from tests.conftest import DATA_DIR
+
+    questions = DATA_DIR / "liverag_dm" / "LiveRAG_LCD_Session1_Question_file.jsonl"
+    with pytest.raises(ConfigError, match="retreiver: no config reads a top-level key"):
+        LiveDay(load_live_config([f"questions={questions}"]), ["+retreiver.k=5", f"paths.data_dir={DATA_DIR}"])
+
+
 def test_guard_keeps_settings_while_on_time_and_steps_down_when_late():
     guard = DeadlineGuard(LADDER, safety=1.0)
     assert guard.choose(100, 1000).reason == "first batch"

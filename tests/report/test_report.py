@@ -78,10 +78,12 @@ def test_strategy_cost_sums_the_runs_metrics(small_sweep):
     for run in sweep.runs:
         m = run.metrics
         row = costs[run.strategy]
-        assert row["llm_requests_per_q"] == pytest.approx((m["llm_calls"] + m["llm_cache_hits"]) / 2, abs=1e-3)
+        assert row["llm_requests_this_run_per_q"] == pytest.approx((m["llm_calls"] + m["llm_cache_hits"]) / 2,
+                                                                   abs=1e-3)
         assert row["generate_seconds_per_q"] == pytest.approx(m["time/generate_s"] / 2, abs=1e-3)
     # Simple asks the model once per question, the extractive strategy never
-    assert costs["simple"]["llm_requests_per_q"] == 1 and costs["extractive"]["llm_requests_per_q"] == 0
+    assert costs["simple"]["llm_requests_needed_per_q"] == 1 and costs["extractive"]["llm_requests_needed_per_q"] == 0
+    assert costs["simple"]["llm_requests_this_run_per_q"] == 1
 
 
 def test_report_reads_agreement_and_latency_files(small_sweep, tmp_path):
@@ -99,3 +101,33 @@ def test_report_reads_agreement_and_latency_files(small_sweep, tmp_path):
         ("bm25 (benchmark)", "1", "0.001"), ("bm25 (benchmark)", "10", "0.002"), ("bm25 (benchmark)", "100", "0.004")]
     agreement = list(csv.DictReader((small_sweep / "agreement.csv").read_text().splitlines()))
     assert len(report.tables["agreement"]) == len(agreement)
+
+
+def test_a_rerun_of_a_finished_sweep_reports_what_strategies_need_and_removes_stale_figures(small_sweep, tmp_path):
+    """Issue 25, fault 5: rerunning a finished sweep (every answer resumed) showed `llm_requests_per_q 0.0`, and
+    a figure that could no longer be drawn (Fig. 5 without timings) kept last time's files; figures were 0600."""
+    import shutil
+    import stat
+
+    from tests.cluster.helpers import rag_env, rag_main
+    from tests.report.conftest import SWEEP_ARGS
+
+    sweep = tmp_path / "sweep"
+    shutil.copytree(small_sweep, sweep)
+    first = build_report(sweep, formats=("png",), n_boot=50)
+    report_dir = first.dir
+    stale = report_dir / "fig5_latency_at_k.png"
+    stale.write_bytes(b"\x89PNG last time's figure")
+    (report_dir / "latency_at_k.csv").write_text("k,seconds\n1,0.5\n")
+    # the same sweep again into its own folder: every cell resumes its answers, nothing is generated
+    proc = rag_main([*SWEEP_ARGS, f"hydra.sweep.dir={sweep}"], rag_env(tmp_path), timeout=900)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    again = build_report(sweep, formats=("png",), n_boot=50)
+    cost = {r["strategy"]: r for r in again.tables["strategy_cost"]}
+    assert cost["simple"]["llm_requests_this_run_per_q"] == 0  # this run paid nothing ...
+    assert cost["simple"]["llm_requests_needed_per_q"] == 1  # ... and Simple still needs one request per question
+    assert "fig5_latency_at_k" in again.skipped  # the stage cache served every question: no timings
+    assert not stale.exists() and not (report_dir / "latency_at_k.csv").exists()
+    for name in again.figures:
+        mode = stat.S_IMODE((report_dir / again.figures[name]["png"]).stat().st_mode)
+        assert mode & 0o044, (name, oct(mode))  # readable by the group and others under the usual umask 022
