@@ -59,6 +59,8 @@ class LLMRequest:
     messages: list[dict[str, str]]
     params: SamplingParams = field(default_factory=SamplingParams)
     stop_plain: tuple[str, ...] = ()
+    #: set by the engine when `fit` cut the prompt to its context (the completion then says `prompt_truncated`)
+    truncated: bool = False
 
 
 @dataclass
@@ -157,6 +159,8 @@ class LLMEngine(ABC):
                 if j in recorded:
                     return
                 recorded.add(j)
+                if batch[j].truncated:
+                    completion.finish_reason = "prompt_truncated"
                 self.usage.calls += 1
                 self.usage.prompt_tokens += completion.prompt_tokens
                 self.usage.completion_tokens += completion.completion_tokens
@@ -184,7 +188,9 @@ class LLMEngine(ABC):
                 self.usage.retries += 1
 
     def render(self, request: LLMRequest) -> str:
-        """The prompt text as the model sees it (stored as `final_prompt`)."""
+        """The prompt text as the model sees it (stored as `final_prompt`): after `fit`, so a cut prompt is
+        stored as it was sent."""
+        request = self.fit(request)[0]
         if self.uses_plain_text():
             return self._plain.render(request.messages)
         return self._render_chat(request.messages)
@@ -214,6 +220,11 @@ class LLMEngine(ABC):
     def _generate(self, requests: Sequence[LLMRequest], desc: str) -> list[Completion]:
         """Run the backend on uncached requests, in order."""
 
+    def fit(self, request: LLMRequest) -> tuple[LLMRequest, bool]:
+        """The request as it will be sent, and whether it was cut to the engine's context. The default sends
+        every request as it is; engines that know their context size (an OpenAI-compatible server) cut here."""
+        return request, False
+
     def _render_chat(self, messages: list[dict[str, str]]) -> str:
         """Fallback rendering for the cache key and logs when the backend applies its own template."""
         return "\n".join(f"<|{m['role']}|>\n{m['content']}" for m in messages)
@@ -224,7 +235,9 @@ class LLMEngine(ABC):
         if self.uses_plain_text() and request.stop_plain:
             params = SamplingParams(**{**params.to_dict(),
                                        "stop": tuple(dict.fromkeys(params.stop + request.stop_plain))})
-        return LLMRequest(messages=request.messages, params=params, stop_plain=request.stop_plain)
+        fitted, cut = self.fit(request)
+        return LLMRequest(messages=fitted.messages, params=params, stop_plain=request.stop_plain,
+                          truncated=cut)
 
     def signature(self) -> dict[str, Any]:
         """Engine settings beyond the request that change outputs (they join the cache key)."""

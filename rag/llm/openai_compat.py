@@ -16,7 +16,7 @@ from collections.abc import Sequence
 from typing import Any
 from urllib.parse import urlsplit
 
-from rag.core.errors import ServiceError
+from rag.core.errors import ConfigError, ServiceError
 from rag.core.retry import call_with_retries
 from rag.core.secrets import mask_url
 from rag.llm.base import Completion, LLMRequest
@@ -34,6 +34,24 @@ def _retryable(err: BaseException) -> bool:
         return True
     return isinstance(err, openai.APIStatusError) and err.status_code in (408, 409, 429) or (
         isinstance(err, openai.APIStatusError) and err.status_code >= 500)
+
+
+#: what stands where the middle of an over-long prompt was cut
+CUT_MARK = b" [...] "
+
+
+def _served_by_llamacpp(body: Any) -> bool:
+    data = body.get("data") if isinstance(body, dict) else None
+    return any(isinstance(e, dict) and e.get("owned_by") == "llamacpp" for e in data or [])
+
+
+def _props_n_ctx(body: Any) -> int | None:
+    """llama.cpp server `/props`: `default_generation_settings.n_ctx` (or `n_ctx` at the top in some builds)."""
+    if not isinstance(body, dict):
+        return None
+    settings = body.get("default_generation_settings") or {}
+    value = settings.get("n_ctx") if isinstance(settings, dict) else None
+    return value or body.get("n_ctx")
 
 
 def response_logprobs(choice: Any) -> list[float]:
@@ -57,7 +75,8 @@ class OpenAICompatibleEngine(ConcurrentAPIEngine):
                  chat_format: str = "chat", json_mode: str = "json_schema", concurrency: int = 8,
                  timeout_s: float = 120.0, max_retries: int = 4, cache: ResponseCache | None = None,
                  extra_body: dict[str, Any] | None = None,
-                 price_input_per_mtok: float | None = None, price_output_per_mtok: float | None = None):
+                 price_input_per_mtok: float | None = None, price_output_per_mtok: float | None = None,
+                 n_ctx: int | None = None):
         super().__init__(model=model, chat_format=chat_format, cache=cache,
                          supports_json_schema=json_mode != "none", concurrency=concurrency,
                          price_input_per_mtok=price_input_per_mtok, price_output_per_mtok=price_output_per_mtok)
@@ -70,6 +89,89 @@ class OpenAICompatibleEngine(ConcurrentAPIEngine):
         self.max_retries = max_retries
         self.extra_body = dict(extra_body or {})
         self._endpoint_ok = False
+        if n_ctx is not None and n_ctx < 1:
+            raise ValueError(f"llm.n_ctx={n_ctx}: must be at least 1 (or null to ask the server)")
+        #: the model's context in tokens: configured, else asked of the server once (`context_size`)
+        self.n_ctx = n_ctx
+        self._asked_context = n_ctx is not None
+
+    #: a conservative bytes-per-token ratio for fitting prompts without the server's tokenizer: English text is
+    #: about 4 bytes per token in the tokenizers of the models we serve, so 3 leaves room
+    BYTES_PER_TOKEN = 3
+    #: tokens kept free beside the prompt and `max_tokens` (chat template, special tokens)
+    CONTEXT_MARGIN = 32
+
+    def context_size(self) -> int | None:
+        """`llm.n_ctx`, else what the server says, once: vLLM's `/v1/models` (`max_model_len` of the model), or
+        for a llama.cpp server (its `/v1/models` entries are `owned_by: llamacpp`) `/props`
+        (`default_generation_settings.n_ctx`); None when neither says. The `/models` answer also proves the
+        endpoint is there (`check_endpoint` is then not repeated)."""
+        if self._asked_context:
+            return self.n_ctx
+        import httpx
+
+        base = self.base_url.rstrip("/")
+        key = os.environ.get(self.api_key_env, "") if self.api_key_env else ""
+        headers = {"Authorization": f"Bearer {key}"} if key else {}
+        try:
+            response = httpx.get(base + "/models", headers=headers, timeout=self.ENDPOINT_CHECK_TIMEOUT_S)
+        except httpx.HTTPError:
+            return None  # unreachable: the first request's endpoint check says so in one line
+        self._asked_context = self._endpoint_ok = True
+        try:
+            body = response.json()
+        except ValueError:
+            body = {}
+        found = self._max_model_len(body)
+        if not found and _served_by_llamacpp(body):
+            root = base[:-3] if base.endswith("/v1") else base
+            try:
+                found = _props_n_ctx(httpx.get(root + "/props", headers=headers,
+                                               timeout=self.ENDPOINT_CHECK_TIMEOUT_S).json())
+            except (httpx.HTTPError, ValueError):
+                found = None
+        if found:
+            self.n_ctx = int(found)
+            log.info("llm endpoint %s: context of %d tokens", mask_url(self.base_url), self.n_ctx)
+        else:
+            log.warning("llm endpoint %s did not say its context size: prompts are sent uncut (set llm.n_ctx to "
+                        "fit them)", mask_url(self.base_url))
+        return self.n_ctx
+
+    def _max_model_len(self, body: Any) -> int | None:
+        for entry in (body or {}).get("data", []) if isinstance(body, dict) else []:
+            if isinstance(entry, dict) and entry.get("id") == self.model and entry.get("max_model_len"):
+                return int(entry["max_model_len"])
+        return None
+
+    def fit(self, request: LLMRequest) -> tuple[LLMRequest, bool]:
+        """Cut the middle of the longest message (the passages, in RAG prompts) so the prompt fits the context:
+        the head quarter (instructions) and the tail (the question) survive, as the in-process engine cuts."""
+        n_ctx = self.context_size()
+        if not n_ctx:
+            return request, False
+        budget = n_ctx - request.params.max_tokens - self.CONTEXT_MARGIN
+        if budget < 1:
+            raise ConfigError(f"max_tokens={request.params.max_tokens} leaves no room for a prompt in the "
+                              f"{n_ctx}-token context of {self.model} (llm.n_ctx or the server's)")
+        rendered = self._plain.render(request.messages) if self.uses_plain_text() else \
+            self._render_chat(request.messages)
+        excess = len(rendered.encode("utf-8")) - budget * self.BYTES_PER_TOKEN
+        if excess <= 0:
+            return request, False
+        longest = max(range(len(request.messages)), key=lambda i: len(request.messages[i]["content"]))
+        text = request.messages[longest]["content"].encode("utf-8")
+        keep = len(text) - excess - len(CUT_MARK)
+        if keep < 1:
+            raise ConfigError(f"a prompt of {len(rendered.encode('utf-8')):,} bytes cannot be cut to the "
+                              f"{n_ctx}-token context of {self.model}: its other messages alone are too long")
+        head = keep // 4
+        cut = (text[:head] + CUT_MARK + text[len(text) - (keep - head):]).decode("utf-8", errors="ignore")
+        messages = [dict(m) for m in request.messages]
+        messages[longest]["content"] = cut
+        log.warning("prompt of about %d tokens cut to fit the %d-token context of %s",
+                    len(rendered.encode("utf-8")) // self.BYTES_PER_TOKEN, n_ctx, self.model)
+        return LLMRequest(messages=messages, params=request.params, stop_plain=request.stop_plain), True
 
     #: waits before each attempt of the endpoint check (3 s in all, plus up to 2 s per attempt)
     ENDPOINT_CHECK_DELAYS = (0.0, 1.0, 2.0)
