@@ -35,7 +35,7 @@ from rag.core.io import atomic_write_jsonl
 from rag.export.trec import split_sentences
 from rag.generate.crucible import SUPPORT_SCHEMA, parse_support_label
 from rag.llm.base import LLMEngine, LLMRequest
-from rag.metrics.registry import MetricSpec
+from rag.metrics.registry import BUILTIN, MetricSpec
 from rag.prompts import load_prompt
 from rag.records import AnswerRecord
 
@@ -218,11 +218,8 @@ class CrucibleJudge(Judge):
         return "crucible/"
 
     def metric_specs(self) -> list[MetricSpec]:
-        specs = [MetricSpec(f"crucible/{m}/{{split}}", "per_answer", f"Crucible {m.replace('_', ' ')}, mean over "
-                            "scored answers (eval/README.md)", (0.0, 1.0), True) for m in METRICS]
-        specs += [MetricSpec(f"crucible/{c}", "counter", f"Crucible evaluation: {c.replace('_', ' ')}", (0, None))
-                  for c in ("n_scored", "uncited_answers", "skipped", "parse_failures")]
-        return specs
+        """Crucible's metrics are declared statically in the registry (`rag.metrics.registry.BUILTIN`)."""
+        return [s for s in BUILTIN if s.pattern.startswith("crucible/")]
 
     def evaluate(self, records: Sequence[AnswerRecord], engine: LLMEngine | None,
                  ctx: EvalContext) -> dict[str, Any]:

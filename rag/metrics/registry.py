@@ -224,6 +224,13 @@ BUILTIN: tuple[MetricSpec, ...] = (
     _s("nuggets/mean_nuggets_per_topic", "rate", "nuggets per scored topic", NONNEG),
     _s("nuggets/{count}", "counter", "AutoNuggetizer bookkeeping", NONNEG,
        count="n_scored|parse_failures|create_failures|assign_failures|importance_failures|skipped|cached_topics"),
+    # -- Crucible's answer metrics (eval/crucible_metrics.py), declared here so that a sweep summary in a fresh
+    # process ranks them without building the judge --
+    _s("crucible/{metric}/{split}", "per_answer", "Crucible answer metric, mean over scored answers "
+       "(eval/README.md)", UNIT, True,
+       metric="nugget_recall|nugget_density|sentence_novelty|relevant_sentences|citation_support"),
+    _s("crucible/{count}", "counter", "Crucible evaluation bookkeeping", NONNEG,
+       count="n_scored|uncited_answers|skipped|parse_failures"),
     # -- agreement (the sweep summary's W&B run) --
     _s("agreement/{judge}/{field}/{nugget}/{stat}", "correlation", "Kendall tau-b / tau_ap_a (the key names its "
        "reference side) / tau_ap_b (and CI bounds) "
