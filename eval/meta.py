@@ -34,6 +34,7 @@ from typing import Any
 
 import hydra
 import numpy as np
+from hydra.errors import InstantiationException
 from omegaconf import DictConfig, OmegaConf
 from scipy.stats import pearsonr, spearmanr
 
@@ -44,6 +45,7 @@ from rag.llm.factory import EngineFactory
 from rag.records import AnswerRecord
 
 log = logging.getLogger(__name__)
+CLEAR_ERRORS = (ConfigError, DataError, MissingDataError, ServiceError)
 
 LABEL_RANGE = (-2, 2)
 
@@ -352,9 +354,12 @@ def write(result: MetaResult, out_dir: Path) -> None:
 @hydra.main(version_base="1.3", config_path="../conf", config_name="meta")
 def main(cfg: DictConfig) -> None:
     try:
-        result = meta_evaluate(cfg)
+        try:
+            result = meta_evaluate(cfg)
+        except InstantiationException as err:  # a constructor refused its config: its own one-line error
+            raise (err.__cause__ if isinstance(err.__cause__, CLEAR_ERRORS) else err) from None
         write(result, Path(str(cfg.out_dir)))
-    except (ConfigError, DataError, MissingDataError, ServiceError) as err:
+    except CLEAR_ERRORS as err:
         log.error("%s: %s", type(err).__name__, err)
         raise SystemExit(2) from None
     print(to_markdown(result), flush=True)

@@ -106,3 +106,6 @@ def test_command_prints_the_reference_table(tmp_path):
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert "| ragchecker/overall | overall | 280 | 0 | 61.93 | 60.90 |  |" in proc.stdout
     assert (tmp_path / "meta" / "correlations.csv").is_file()
+    bad = run_module("eval.meta", [f"out_dir={tmp_path / 'bad'}", "labels.limit=0"])
+    assert bad.returncode == 2 and "labels.limit=0: must be at least 1" in bad.stdout + bad.stderr
+    assert "Traceback" not in bad.stdout + bad.stderr and not (tmp_path / "bad").exists()
