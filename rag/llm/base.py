@@ -23,7 +23,8 @@ from rag.llm.render import PlainTextRenderer
 #: bump when the key's meaning changes, so older entries can never answer
 CACHE_KEY_VERSION = 2
 #: an empty or whitespace-only completion (a crashed server behind a proxy, a model that stops at once) is a
-#: failed request: re-asked this many times in the same call, never cached, then counted in `Usage`
+#: failed request: never cached, counted in `Usage`, and re-asked `LLMEngine.empty_retries` times in the same call
+#: by engines behind a network (an in-process model answers the same request the same way: no re-ask)
 EMPTY_RETRIES = 1
 
 
@@ -105,6 +106,8 @@ class LLMEngine(ABC):
 
     #: True when the backend returns per-token log-probabilities for `SamplingParams(logprobs=True)`
     supports_logprobs: bool = False
+    #: re-asks of an empty completion within one call (remote engines: `EMPTY_RETRIES`)
+    empty_retries: int = 0
 
     def __init__(self, model: str, chat_format: str = "auto", cache: ResponseCache | None = None,
                  supports_json_schema: bool = False):
@@ -123,11 +126,11 @@ class LLMEngine(ABC):
     def generate(self, requests: Sequence[LLMRequest], desc: str = "generate") -> list[Completion]:
         """Complete every request; cached answers are free, the rest go to the backend as one batch.
 
-        Empty completions are never cached: they are asked again (`EMPTY_RETRIES`), and those still empty come
-        back as they are, with `finish_reason="empty"`, counted in `usage.empty_completions`.
+        Empty completions are never cached: remote engines ask them again (`empty_retries`), and those still
+        empty come back as they are, with `finish_reason="empty"`, counted in `usage.empty_completions`.
         """
         results = self._generate_cached(requests, desc)
-        for _ in range(EMPTY_RETRIES):
+        for _ in range(self.empty_retries):
             empty = [i for i, c in enumerate(results) if is_empty(c)]
             if not empty:
                 break

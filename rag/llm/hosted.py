@@ -13,7 +13,7 @@ from typing import Any
 
 from tqdm.auto import tqdm
 
-from rag.llm.base import Completion, LLMEngine, LLMRequest
+from rag.llm.base import EMPTY_RETRIES, Completion, LLMEngine, LLMRequest
 
 
 def token_cost_usd(prompt_tokens: int, completion_tokens: int, input_per_mtok: float | None,
@@ -23,6 +23,9 @@ def token_cost_usd(prompt_tokens: int, completion_tokens: int, input_per_mtok: f
 
 
 class ConcurrentAPIEngine(LLMEngine):
+    #: an empty reply from a server is a fault (a crashed worker behind a proxy): asked again once
+    empty_retries = EMPTY_RETRIES
+
     def __init__(self, *, concurrency: int = 8, price_input_per_mtok: float | None = None,
                  price_output_per_mtok: float | None = None, **kwargs: Any):
         super().__init__(**kwargs)

@@ -23,6 +23,9 @@ class QueueEngine(LLMEngine):
     """A real engine (cache, usage, re-asks of the base class) whose backend pops its replies from `REPLIES`;
     the last reply repeats."""
 
+    #: as the engines behind a network (an empty reply is a server fault, asked again once)
+    empty_retries = 1
+
     def __init__(self, model: str = "queue", cache: ResponseCache | None = None):
         super().__init__(model=model, chat_format="chat", cache=cache)
         self.asked = 0
