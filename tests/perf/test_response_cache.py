@@ -101,6 +101,9 @@ def test_changed_n_ctx_misses_and_unchanged_run_hits(tmp_path, gemma_file):
 
     cache = ResponseCache(tmp_path)
     prompt = "Context: " + "The river runs north past the old mill. " * 12 + "\nQuestion: Where does the river run?"
+
+    def _request(text: str) -> LLMRequest:  # no newline stop: an empty answer is never cached (issue 25)
+        return LLMRequest([{"role": "user", "content": text}], SamplingParams(temperature=0.0, max_tokens=6))
     first = LlamaCppEngine(model_path=str(gemma_file), n_ctx=2048, cache=cache, **GEMMA)
     [answer] = first.generate([_request(prompt)])
     assert not answer.cached and first.model_loads == 1 and cache.count() == 1
