@@ -97,7 +97,7 @@ def test_prompts_are_fitted_to_the_servers_context_and_stored_as_sent():
         [body] = server.bodies
         sent = body["prompt"]
         assert len(sent.encode()) <= (256 - 16 - OpenAICompatibleEngine.CONTEXT_MARGIN) * 3
-        assert "[...]" in sent and sent.startswith(result.final_prompt[:40])
+        assert "[...]" in sent  # the middle was cut
         assert question.question in sent  # the tail (the question) survives the cut
         assert result.final_prompt == sent  # stored as sent, not the uncut prompt
         assert result.steps["finish_reason"] == "prompt_truncated"
