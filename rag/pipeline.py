@@ -23,14 +23,21 @@ from rag.core.errors import ConfigError
 from rag.core.io import JsonlJournal, atomic_write_json, atomic_write_jsonl
 from rag.core.secrets import redact
 from rag.data.dataset import Dataset
-from rag.generate.base import GenerationContext, GenerationInput, GenerationResult, Generator
+from rag.generate.base import GenerationContext, GenerationInput, Generator
 from rag.llm.base import LLMEngine
 from rag.llm.factory import EngineFactory, build_engine
 from rag.metrics.qa import best_over_golds, exact_match, token_f1
 from rag.metrics.registry import REGISTRY
 from rag.metrics.retrieval import cutoff_metrics, gold_found, recall_at_cutoffs
 from rag.order.ordering import Ordering
-from rag.records import AnswerRecord, Question, ScoredPassage, build_answer_record, load_answer_records
+from rag.records import (
+    AnswerRecord,
+    GenerationResult,
+    Question,
+    ScoredPassage,
+    build_answer_record,
+    load_answer_records,
+)
 from rag.rerank.base import Reranker
 from rag.retrieve.base import Retriever
 from rag.reuse import LOADED

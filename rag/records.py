@@ -10,12 +10,9 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
-
-if TYPE_CHECKING:
-    from rag.generate.base import GenerationResult
 
 
 @dataclass
@@ -66,6 +63,22 @@ class ScoredPassage:
 def with_ranks(passages: list[ScoredPassage]) -> list[ScoredPassage]:
     """Number a ranked list 1..n in its current order."""
     return [ScoredPassage(p.passage, p.score, i + 1) for i, p in enumerate(passages)]
+
+
+@dataclass
+class GenerationResult:
+    """What a generator returns for one question: the answer, the prompt that made it, and its steps."""
+
+    answer: str
+    final_prompt: str
+    steps: dict[str, Any] = field(default_factory=dict)
+    #: set when the strategy used passages other than its input (IterDRAG retrieves per sub-query)
+    passages: list[ScoredPassage] | None = None
+    #: the output could not be parsed in the method's format; `fallback` names the rule applied
+    parse_failed: bool = False
+    fallback: str | None = None
+    #: cited strategies (Crucible, GINGER): [{text, citations: [doc_id], nugget, confidence}] in answer order
+    sentences: list[dict[str, Any]] | None = None
 
 
 class SubmittedPassage(BaseModel):

@@ -1,4 +1,5 @@
-"""File helpers shared by every stage: atomic writes, JSONL with line-numbered errors, resumable appends.
+"""File helpers shared by every stage: atomic writes, JSONL with line-numbered errors, resumable appends, and
+index folders built exactly once (`build_once`, used by every index builder).
 
 Every output is written to a temporary file in the same folder and renamed into place, so a crash or a
 concurrent job never leaves a half-written file where a reader expects a complete one. Written files and
@@ -11,15 +12,21 @@ from __future__ import annotations
 import contextlib
 import gzip
 import json
+import logging
 import os
+import shutil
 import tempfile
 import threading
 import zlib
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
+from filelock import FileLock
+
 from rag.core.errors import NO_SPACE_ERRNOS, DataError, disk_full
+
+log = logging.getLogger(__name__)
 
 
 @contextlib.contextmanager
@@ -193,3 +200,36 @@ def _json_default(obj: Any) -> Any:
     if isinstance(obj, Path):
         return str(obj)
     raise TypeError(f"not JSON serialisable: {type(obj).__name__}")
+
+
+#: temporary build folders are `.<index name>.building-<random>` next to the index
+BUILDING = ".building-"
+
+def build_once(index_dir: Path, build: Callable[[Path], None]) -> Path:
+    """Build an index folder exactly once, even with concurrent jobs: lock, build in a temp dir, rename.
+
+    A complete index is used without the lock (it is only ever replaced whole), so a read-only shared cache
+    works. Temporary folders left by a build that was killed are removed by the next build of that index.
+    """
+    if (index_dir / "COMPLETE").exists():
+        return index_dir
+    index_dir.parent.mkdir(parents=True, exist_ok=True)
+    with FileLock(str(index_dir) + ".lock"):
+        if (index_dir / "COMPLETE").exists():
+            return index_dir
+        # a killed build's leftovers: under the lock no other build of this index is running
+        for stale in index_dir.parent.glob(f".{index_dir.name}{BUILDING}*"):
+            if stale.is_dir():
+                log.warning("removing %s left by an index build that did not finish", stale)
+                shutil.rmtree(stale, ignore_errors=True)
+        tmp = make_temp_dir(index_dir.parent, prefix=f".{index_dir.name}{BUILDING}")
+        try:
+            build(tmp)
+            (tmp / "COMPLETE").write_text("ok\n")
+            if index_dir.exists():
+                shutil.rmtree(index_dir)
+            os.replace(tmp, index_dir)
+        finally:
+            with contextlib.suppress(FileNotFoundError):
+                shutil.rmtree(tmp)
+    return index_dir

@@ -168,7 +168,7 @@ class Embedder:
 
     def exported(self) -> tuple[Path, str]:
         """The ONNX/OpenVINO export of the local model folder (made once, cached) and the file to load."""
-        from rag.retrieve.base import build_once
+        from rag.core.io import build_once
 
         if self.needs_calibration:
             file_name = STATIC_FILE

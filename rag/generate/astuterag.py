@@ -18,9 +18,10 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from rag.generate.base import GenerationContext, GenerationInput, GenerationResult, cut_words, passage_views
+from rag.generate.base import GenerationContext, GenerationInput, cut_words, passage_views
 from rag.generate.multistep import MultiStepGenerator, output_record
 from rag.generate.parsing import ParsedAnswer, clean_output, extract_answer, says_unknown
+from rag.records import GenerationResult
 
 _CONFIDENCE = re.compile(r"confidence(?:\s+score)?\s*(?:[:=\-]|is|of)?\s*(\d+(?:\.\d+)?\s*%?|high|medium|low)",
                          re.IGNORECASE)

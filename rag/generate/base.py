@@ -9,12 +9,12 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from rag.llm.base import LLMEngine, LLMRequest, SamplingParams
 from rag.prompts import PromptTemplate, load_prompt
-from rag.records import Question, ScoredPassage
+from rag.records import GenerationResult, Question, ScoredPassage
 
 
 @dataclass
@@ -22,20 +22,6 @@ class GenerationInput:
     question: Question
     #: the passages in prompt order (after ranking, cutting and ordering)
     passages: list[ScoredPassage]
-
-
-@dataclass
-class GenerationResult:
-    answer: str
-    final_prompt: str
-    steps: dict[str, Any] = field(default_factory=dict)
-    #: set when the strategy used passages other than its input (IterDRAG retrieves per sub-query)
-    passages: list[ScoredPassage] | None = None
-    #: the output could not be parsed in the method's format; `fallback` names the rule applied
-    parse_failed: bool = False
-    fallback: str | None = None
-    #: cited strategies (Crucible, GINGER): [{text, citations: [doc_id], nugget, confidence}] in answer order
-    sentences: list[dict[str, Any]] | None = None
 
 
 #: retrieve (and rerank, cut) for new queries with the run's own stages; used by iterative strategies

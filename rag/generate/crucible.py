@@ -33,13 +33,13 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from rag.generate.base import GenerationContext, GenerationInput, GenerationResult, cut_words
+from rag.generate.base import GenerationContext, GenerationInput, cut_words
 from rag.generate.multistep import MultiStepGenerator
 from rag.generate.nugget_bank import SAME_SCHEMA, Nugget, NuggetBank, parse_qa_nuggets
 from rag.generate.nugget_rank import NuggetRanker
 from rag.generate.parsing import clean_output, first_line
 from rag.llm.base import Completion, LLMEngine, LLMRequest
-from rag.records import ScoredPassage
+from rag.records import GenerationResult, ScoredPassage
 
 SUPPORT_LABELS = ("support", "partial", "none")
 _LABEL = re.compile(r"\b(support(?:ed|s)?|partial(?:ly)?|none|not|no|yes|unsupported)\b", re.IGNORECASE)

@@ -27,10 +27,11 @@ from typing import Any
 
 import numpy as np
 
-from rag.generate.base import GenerationContext, GenerationInput, GenerationResult, cut_words
+from rag.generate.base import GenerationContext, GenerationInput, cut_words
 from rag.generate.multistep import MultiStepGenerator
 from rag.generate.parsing import clean_output, first_line
 from rag.llm.base import LLMRequest
+from rag.records import GenerationResult
 
 _ITEM = re.compile(r"^\s*(?:[-*\u2022]|\d+[.)])\s*(.+?)\s*$")
 

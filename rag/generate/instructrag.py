@@ -27,10 +27,10 @@ from rag.core.errors import ConfigError
 from rag.core.hashing import slug, stable_hash
 from rag.core.io import atomic_write_text
 from rag.data.questions import QuestionLoader
-from rag.generate.base import GenerationContext, GenerationInput, GenerationResult, cut_words, passage_views
+from rag.generate.base import GenerationContext, GenerationInput, cut_words, passage_views
 from rag.generate.multistep import MultiStepGenerator, output_record
 from rag.generate.parsing import before_marker, clean_output, extract_answer
-from rag.records import Question
+from rag.records import GenerationResult, Question
 
 log = logging.getLogger(__name__)
 

@@ -20,12 +20,12 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from rag.generate.base import GenerationContext, GenerationInput, GenerationResult, cut_words, passage_views
+from rag.generate.base import GenerationContext, GenerationInput, cut_words, passage_views
 from rag.generate.multistep import MultiStepGenerator, output_record
 from rag.generate.parsing import ParsedAnswer, before_marker, clean_output, find_marker, first_line
 from rag.llm.base import LLMRequest
 from rag.prompts import PromptTemplate
-from rag.records import ScoredPassage
+from rag.records import GenerationResult, ScoredPassage
 
 FOLLOW_UP = "Follow up:"
 INTERMEDIATE = "Intermediate answer:"

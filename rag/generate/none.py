@@ -8,7 +8,8 @@ metrics.json has no answer scores.
 
 from __future__ import annotations
 
-from rag.generate.base import GenerationContext, GenerationInput, GenerationResult, Generator
+from rag.generate.base import GenerationContext, GenerationInput, Generator
+from rag.records import GenerationResult
 
 
 class NoGenerator(Generator):

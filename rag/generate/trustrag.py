@@ -18,10 +18,11 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from rag.generate.base import GenerationContext, GenerationInput, GenerationResult, cut_words, passage_views
+from rag.generate.base import GenerationContext, GenerationInput, cut_words, passage_views
 from rag.generate.defense import FILTERS, FilterDecision, trustrag_filter
 from rag.generate.multistep import MultiStepGenerator, output_record
 from rag.generate.parsing import ParsedAnswer, clean_output, first_paragraph, says_unknown
+from rag.records import GenerationResult
 
 if TYPE_CHECKING:
     from rag.embed import Embedder

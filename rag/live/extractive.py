@@ -10,7 +10,8 @@ from __future__ import annotations
 
 import re
 
-from rag.generate.base import GenerationContext, GenerationInput, GenerationResult, Generator
+from rag.generate.base import GenerationContext, GenerationInput, Generator
+from rag.records import GenerationResult
 
 _SENTENCE = re.compile(r"(?<=[.!?])\s+")
 _WORD = re.compile(r"[a-z0-9]+")

@@ -1,4 +1,4 @@
-"""The retriever interface and the index cache every embedded index shares.
+"""The retriever interface: a batch of queries in, ranked passage lists out.
 
 A retriever answers a batch of queries with ranked `ScoredPassage` lists. Embedded retrievers (BM25, dense)
 build their index once per (corpus, chunking, model) into a cache folder named by those parameters and load
@@ -7,24 +7,15 @@ it afterwards; remote retrievers (Pinecone, OpenSearch) carry passage text in th
 
 from __future__ import annotations
 
-import contextlib
 import logging
-import os
-import shutil
 from abc import ABC, abstractmethod
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from filelock import FileLock
-
-from rag.core.io import make_temp_dir
 from rag.data.corpus import Corpus
 from rag.records import Passage, ScoredPassage
 
 log = logging.getLogger(__name__)
-#: temporary build folders are `.<index name>.building-<random>` next to the index
-BUILDING = ".building-"
 
 
 class Retriever(ABC):
@@ -93,32 +84,3 @@ class RemoteRetriever(Retriever):
     def _connect(self) -> Any:
         """Open the client; raise a ServiceError naming the missing variable or unreachable host."""
 
-
-def build_once(index_dir: Path, build: Callable[[Path], None]) -> Path:
-    """Build an index folder exactly once, even with concurrent jobs: lock, build in a temp dir, rename.
-
-    A complete index is used without the lock (it is only ever replaced whole), so a read-only shared cache
-    works. Temporary folders left by a build that was killed are removed by the next build of that index.
-    """
-    if (index_dir / "COMPLETE").exists():
-        return index_dir
-    index_dir.parent.mkdir(parents=True, exist_ok=True)
-    with FileLock(str(index_dir) + ".lock"):
-        if (index_dir / "COMPLETE").exists():
-            return index_dir
-        # a killed build's leftovers: under the lock no other build of this index is running
-        for stale in index_dir.parent.glob(f".{index_dir.name}{BUILDING}*"):
-            if stale.is_dir():
-                log.warning("removing %s left by an index build that did not finish", stale)
-                shutil.rmtree(stale, ignore_errors=True)
-        tmp = make_temp_dir(index_dir.parent, prefix=f".{index_dir.name}{BUILDING}")
-        try:
-            build(tmp)
-            (tmp / "COMPLETE").write_text("ok\n")
-            if index_dir.exists():
-                shutil.rmtree(index_dir)
-            os.replace(tmp, index_dir)
-        finally:
-            with contextlib.suppress(FileNotFoundError):
-                shutil.rmtree(tmp)
-    return index_dir

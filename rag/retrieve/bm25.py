@@ -11,9 +11,10 @@ from pathlib import Path
 import numpy as np
 
 from rag.core.hashing import slug
+from rag.core.io import build_once
 from rag.data.corpus import Corpus
 from rag.records import ScoredPassage
-from rag.retrieve.base import Retriever, build_once
+from rag.retrieve.base import Retriever
 
 
 class BM25Retriever(Retriever):

@@ -15,12 +15,12 @@ import pytest
 from rag.data.corpus import JsonlCorpus
 from rag.data.questions import DataMorganaQA
 from rag.generate.astuterag import AstuteRAGGenerator
-from rag.generate.base import GenerationContext, GenerationInput, GenerationResult
+from rag.generate.base import GenerationContext, GenerationInput
 from rag.generate.instructrag import InstructRAGGenerator
 from rag.generate.iterdrag import IterDRAGGenerator
 from rag.generate.trustrag import TrustRAGGenerator
 from rag.llm.cache import ResponseCache
-from rag.records import Passage, ScoredPassage
+from rag.records import GenerationResult, Passage, ScoredPassage
 from tests.generate.helpers import DATA_DIR, CallLog, dev_questions, items_for
 from tests.generate.test_defense import _planted
 

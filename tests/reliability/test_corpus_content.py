@@ -18,9 +18,8 @@ from pathlib import Path
 import pytest
 
 from rag.core.errors import DataError
-from rag.core.io import iter_jsonl
+from rag.core.io import BUILDING, build_once, iter_jsonl
 from rag.data.corpus import JsonlCorpus, file_sha256
-from rag.retrieve.base import BUILDING, build_once
 from rag.retrieve.bm25 import BM25Retriever
 from rag.stage_cache import StageCache
 from tests.conftest import ROOT
@@ -130,7 +129,7 @@ def test_build_killed_midway_leaves_nothing_behind(tmp_path):
     index_dir = tmp_path / "index" / "bm25__x"
     script = ("import os, signal, sys\n"
               "from pathlib import Path\n"
-              "from rag.retrieve.base import build_once\n"
+              "from rag.core.io import build_once\n"
               "def build(tmp):\n"
               "    (tmp / 'part.bin').write_bytes(b'x' * 1000)\n"
               "    os.kill(os.getpid(), signal.SIGKILL)\n"
