@@ -22,11 +22,11 @@ from typing import Any
 import hydra
 from omegaconf import DictConfig, OmegaConf, open_dict
 
-from eval.base import Judge
-from eval.hook import build_judges, evaluate_records
 from rag.core.errors import ConfigError, DataError, MissingDataError, ServiceError
 from rag.core.io import atomic_write_json, atomic_write_jsonl
 from rag.core.overrides import quote_folder_overrides
+from rag.judge.base import Judge
+from rag.judge.run import build_judges, evaluate_records
 from rag.llm.factory import EngineFactory
 from rag.records import load_answer_records
 

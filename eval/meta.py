@@ -38,9 +38,9 @@ from hydra.errors import InstantiationException
 from omegaconf import DictConfig, OmegaConf
 from scipy.stats import pearsonr, spearmanr
 
-from eval.hook import build_judges, evaluate_records
 from rag.core.errors import ConfigError, DataError, MissingDataError, ServiceError
 from rag.core.io import atomic_write_jsonl, atomic_write_text
+from rag.judge.run import build_judges, evaluate_records
 from rag.llm.factory import EngineFactory
 from rag.records import AnswerRecord
 

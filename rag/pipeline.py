@@ -24,6 +24,7 @@ from rag.core.io import JsonlJournal, atomic_write_json, atomic_write_jsonl
 from rag.core.secrets import redact
 from rag.data.dataset import Dataset
 from rag.generate.base import GenerationContext, GenerationInput, Generator
+from rag.judge.run import evaluate_records, judge_nodes
 from rag.llm.base import LLMEngine
 from rag.llm.factory import EngineFactory, build_engine
 from rag.metrics.qa import best_over_golds, exact_match, token_f1
@@ -269,8 +270,6 @@ class Pipeline:
                         "resumed", metrics["empty_answers"], len(records), metrics["llm_empty_completions"],
                         self._engine.model if self._engine is not None else "the generator")
         if self.cfg.get("judge"):
-            from eval.hook import evaluate_records
-
             with self.timer.stage("evaluate"):
                 # judges come from the run's engine factory: one configured with the run's `llm` reuses it
                 metrics.update(evaluate_records(self.cfg.judge, records, run_dir, self.cache_dir, self.engines))
@@ -359,8 +358,6 @@ class Pipeline:
 
 
 def _has_judges(cfg: DictConfig) -> bool:
-    from eval.hook import judge_nodes
-
     return bool(judge_nodes(cfg.get("judge")))
 
 

@@ -6,8 +6,8 @@ from __future__ import annotations
 import pytest
 from hydra.utils import instantiate
 
-from eval.hook import build_judges
 from rag.core.errors import ConfigError
+from rag.judge.run import build_judges
 from rag.llm.factory import to_plain
 from tests.conftest import compose_config
 

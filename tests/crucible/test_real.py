@@ -95,8 +95,8 @@ def test_ginger_sentences_cite_their_cluster_passages(runs):
 
 
 def test_crucible_metrics_on_real_records(runs, shared_cache, tmp_path):
-    from eval.base import EvalContext
     from eval.crucible_metrics import METRICS, CrucibleJudge
+    from rag.judge.base import EvalContext
     from rag.records import AnswerRecord
 
     records = [runs["crucible"][1][0], {**runs["ginger"][1][0]}]

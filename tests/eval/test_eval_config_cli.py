@@ -15,12 +15,12 @@ from evaltools import REPO, synthetic_records
 from hydra import compose, initialize_config_dir
 
 import eval.judge as judge_cli
-from eval.hook import build_judges
 from eval.judges import PromptJudge
 from eval.main import rejudge
 from eval.nuggets import NuggetJudge
 from rag.core.errors import ConfigError
 from rag.core.io import atomic_write_jsonl, read_jsonl
+from rag.judge.run import build_judges
 from rag.llm.base import LLMEngine
 from rag.llm.factory import EngineFactory, build_engine, to_plain
 from rag.metrics.registry import REGISTRY

@@ -8,8 +8,8 @@ import pytest
 from evaltools import ScriptedEngine, factory_with, judge_root, prompt_text, synthetic_records
 from omegaconf import OmegaConf
 
-from eval.hook import build_judge, evaluate_records
 from rag.core.errors import ConfigError
+from rag.judge.run import build_judge, evaluate_records
 
 GOOD = '{"correctness": 2, "faithfulness": 1}'
 

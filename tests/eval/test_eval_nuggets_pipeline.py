@@ -9,9 +9,9 @@ import pytest
 from evaltools import ScriptedEngine, factory_with, judge_root, prompt_text, synthetic_records
 from nuggetizer.core.metrics import calculate_global_metrics
 
-from eval.hook import evaluate_records
 from eval.nuggets import AutoNuggetizer, Topic
 from rag.core.io import read_jsonl
+from rag.judge.run import evaluate_records
 
 
 def respond(request, n_nuggets: int = 25, bad_assign_for: str | None = None) -> str:

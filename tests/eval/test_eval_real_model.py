@@ -15,10 +15,10 @@ import pytest
 from evaltools import CONF, factory_with, judge_root, record_from_question
 from hydra import compose, initialize_config_dir
 
-from eval.hook import build_judges, evaluate_records
 from eval.main import rejudge
 from eval.nuggets import ASSIGNMENTS, IMPORTANCE
 from rag.core.io import atomic_write_jsonl, read_jsonl
+from rag.judge.run import build_judges, evaluate_records
 from rag.llm.cache import ResponseCache
 from rag.metrics.registry import REGISTRY
 from rag.records import AnswerRecord

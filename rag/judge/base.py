@@ -1,7 +1,7 @@
-"""The judge interface: every evaluation (LLM judges, the AutoNuggetizer, metrics to come) is one `Judge`.
+"""The judge interface: every evaluation (LLM judges, the AutoNuggetizer, Crucible's metrics) is one `Judge`.
 
 A judge is a class plus one YAML in `conf/judge/` with `_target_` (packaged `# @package judge.<name>`), so a
-new judge touches nothing else: the hook builds whatever the `judge` group composed, gives each judge its engine
+new judge touches nothing else: `rag.judge.run` builds whatever the `judge` group composed, gives each judge its engine
 from the shared `EngineFactory`, lets it write its per-answer results into the records, and merges the run
 metrics it returns. The metric names a judge writes are declared to the registry (`metric_specs`), and the
 per-answer evaluations it adds (`judge/<name>/<field>`, `nuggets/<metric>`) are what agreement pairs.

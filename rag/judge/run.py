@@ -1,7 +1,7 @@
 """Evaluate a run's answers with whatever judges the `judge` config group composed; return flat metrics.
 
 `cfg.judge` holds shared settings (`llm`: the judges' default engine, the run's own `${llm}` unless set;
-`release_generator`; `report`) and one node per judge, each with `_target_` (a `eval.base.Judge` subclass),
+`release_generator`; `report`) and one node per judge, each with `_target_` (a `rag.judge.base.Judge` subclass),
 placed there by `judge=[liverag,nuggets]`, `judge=full` or a YAML of your own (`# @package judge.<name>`).
 Every judge writes its per-answer results into the records and returns its run metrics; the LLM work of all
 judges is reported apart from generation as `eval/llm_calls`, `eval/prompt_tokens`, ... (usage deltas of the
@@ -15,9 +15,9 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from eval.base import EvalContext, Judge
 from rag.core.errors import ConfigError
 from rag.core.io import atomic_write_text
+from rag.judge.base import EvalContext, Judge
 from rag.llm.base import Usage
 from rag.llm.factory import EngineFactory, to_plain, usage_delta
 from rag.metrics.registry import REGISTRY
@@ -57,7 +57,7 @@ def build_judge(key: str, node: Mapping[str, Any]) -> Judge:
     except Exception as err:  # noqa: BLE001 - Hydra raises several types for a bad path
         raise ConfigError(f"judge.{key}._target_={target}: cannot import ({err})") from None
     if not (isinstance(cls, type) and issubclass(cls, Judge)):
-        raise ConfigError(f"judge.{key}._target_={target} is not an eval.base.Judge")
+        raise ConfigError(f"judge.{key}._target_={target} is not a rag.judge.base.Judge")
     try:
         return cls(**node)
     except TypeError as err:
