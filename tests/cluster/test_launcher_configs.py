@@ -81,7 +81,7 @@ def test_local_launcher():
 def test_sweep_summary_callback_is_registered_and_writes_the_summary(tmp_path):
     cfg = _hydra_cfg("logger=none")
     callbacks = OmegaConf.to_container(cfg.hydra.callbacks)
-    assert callbacks["sweep_summary"]["_target_"] == "rag.sweep.callback.SweepSummaryCallback"
+    assert callbacks["sweep_summary"]["_target_"] == "eval.sweep_callback.SweepSummaryCallback"
     callback = instantiate(cfg.hydra.callbacks.sweep_summary)
     sweep = tmp_path / "sweep"
     cell = sweep / "0_rerank.k=2"

@@ -12,9 +12,9 @@ import pytest
 import yaml
 
 import jobs.status
+from eval.summary import collect, metric_direction, summarize, summary_run_id
 from jobs import resubmit
 from rag.sweep.cells import load_sweep
-from rag.sweep.summary import collect, metric_direction, summarize, summary_run_id
 from tests.cluster.helpers import offline_runs, read_wandb_run, wandb_table
 
 TASK = ["dataset=hotpotqa", "rerank.k=2,3", "ordering=inverted,as_ranked"]

@@ -13,8 +13,8 @@ import yaml
 from scipy.stats import kendalltau
 
 from eval.agreement import FEW_RUNS, tau_ap_a, tau_ap_b
+from eval.summary import summarize, summary_run_id
 from rag.core.io import atomic_write_jsonl
-from rag.sweep.summary import summarize, summary_run_id
 from tests.cluster.helpers import offline_runs, read_wandb_run, wandb_table
 
 #: per cell: correctness per topic (3 topics) and vital_strict per topic; cells 1 and 2 tie on correctness

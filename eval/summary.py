@@ -1,8 +1,8 @@
 """One table for a whole sweep: a row per cell, a column per swept value and per metric, the best cell marked.
 
-    python -m rag.sweep.summary SWEEP_DIR [--no-wandb] [--agreement 'judge/*' 'nuggets/*']
+    python -m eval.summary SWEEP_DIR [--no-wandb] [--agreement 'judge/*' 'nuggets/*']
 
-Also runs automatically at the end of every multirun (`rag.sweep.callback.SweepSummaryCallback`). Writes, in
+Also runs automatically at the end of every multirun (`eval.sweep_callback.SweepSummaryCallback`). Writes, in
 the sweep folder and atomically: `summary.md` (led by the judge x nugget-metric agreement matrix when the cells
 were judged, then the quality and cost metrics with the best value of each column in bold), `summary.csv`
 (every metric), `best.csv`, and `agreement.csv` (every pair) / `agreement.md` / `agreement.png` (heatmap).
@@ -398,7 +398,7 @@ def summarize(sweep_dir: str | Path, wandb: bool | dict[str, Any] = True, agreem
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m rag.sweep.summary", description=__doc__,
+    parser = argparse.ArgumentParser(prog="python -m eval.summary", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("sweep_dir", type=Path)
     parser.add_argument("--no-wandb", action="store_true", help="write the files only")

@@ -2,7 +2,7 @@
 
 Registered by `conf/hydra/callbacks/sweep_summary.yaml` (`hydra/callbacks: sweep_summary` in config.yaml's
 defaults). Hydra calls `on_multirun_end` only when every cell succeeded; after failures run
-`python -m rag.sweep.summary SWEEP_DIR` by hand (it marks failed and missing cells).
+`python -m eval.summary SWEEP_DIR` by hand (it marks failed and missing cells).
 """
 
 from __future__ import annotations
@@ -36,14 +36,14 @@ class SweepSummaryCallback(Callback):
     def on_multirun_end(self, config: DictConfig, **kwargs: Any) -> None:
         if not self.enabled:
             return
-        from rag.sweep.summary import summarize
+        from eval.summary import summarize
 
         sweep_dir = Path(str(config.hydra.sweep.dir))
         try:
             summary = summarize(sweep_dir, wandb=self._wandb_settings(config), agreement=self.agreement,
                                 n_boot=self.bootstrap, agreement_reference=self.agreement_reference)
         except Exception:  # the cells' results are on disk already: never fail the sweep over its summary
-            log.exception("sweep summary failed; rerun `python -m rag.sweep.summary %s`", sweep_dir)
+            log.exception("sweep summary failed; rerun `python -m eval.summary %s`", sweep_dir)
             return
         log.info("sweep summary: %d of %d cells complete -> %s", summary.n_complete, len(summary.rows),
                  summary.files.get("markdown"))
