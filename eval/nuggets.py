@@ -27,12 +27,12 @@ from eval.parsing import parse_label_list, parse_string_list
 from eval.retry import ask_with_retries, make_params
 from rag.core.errors import ConfigError
 from rag.core.hashing import slug, stable_hash
-from rag.core.io import atomic_write_json, atomic_write_jsonl, read_jsonl
+from rag.core.io import atomic_write_json, atomic_write_jsonl
 from rag.judge.base import SPLITS, EvalContext, Judge, split_of
 from rag.llm.base import LLMEngine, LLMRequest
 from rag.metrics.registry import MetricSpec
 from rag.prompts import load_prompt
-from rag.records import AnswerRecord
+from rag.records import AnswerRecord, read_nugget_file
 
 log = logging.getLogger(__name__)
 
@@ -79,16 +79,6 @@ def score_assign_records(records: Iterable[Mapping[str, Any]]) -> tuple[list[dic
     if not per:
         return [], {}
     return per, {name: mean(p[name] for p in per) for name in SCORE_NAMES}
-
-
-def read_nugget_file(path: str | Path) -> dict[str, dict[str, Any]]:
-    """Nugget records by qid from a create file (ours or castorini/nuggetizer's); assign files work too."""
-    out: dict[str, dict[str, Any]] = {}
-    for row in read_jsonl(path):
-        qid = str(row.get("qid", ""))
-        nuggets = [{"text": n["text"], "importance": n.get("importance", "vital")} for n in row.get("nuggets", [])]
-        out[qid] = {"qid": qid, "query": row.get("query", ""), "nuggets": nuggets}
-    return out
 
 
 # -- the LLM steps --------------------------------------------------------------------------------------------

@@ -8,11 +8,14 @@ agreement; its JSON keeps the field names of earlier runs, so old `answers.jsonl
 from __future__ import annotations
 
 import math
+import os
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+from rag.core.io import iter_jsonl_numbered, read_jsonl
 
 
 @dataclass
@@ -228,6 +231,15 @@ def build_answer_record(question: Question, retrieved: list[ScoredPassage], cont
 
 def load_answer_records(path: Any) -> list[AnswerRecord]:
     """Every record of an answers.jsonl file (a malformed line names the file and line)."""
-    from rag.core.io import iter_jsonl_numbered
-
     return [AnswerRecord.from_json(row, where=f"{path} line {i}") for i, row in iter_jsonl_numbered(path)]
+
+
+def read_nugget_file(path: str | os.PathLike[str]) -> dict[str, dict[str, Any]]:
+    """Nugget records by qid from a create file (ours or castorini/nuggetizer's: `{qid, query, nuggets:
+    [{text, importance}]}`); assign files work too."""
+    out: dict[str, dict[str, Any]] = {}
+    for row in read_jsonl(path):
+        qid = str(row.get("qid", ""))
+        nuggets = [{"text": n["text"], "importance": n.get("importance", "vital")} for n in row.get("nuggets", [])]
+        out[qid] = {"qid": qid, "query": row.get("query", ""), "nuggets": nuggets}
+    return out

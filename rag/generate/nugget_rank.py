@@ -14,7 +14,7 @@ readability and complexity, fused with popularity. Our features (`FEATURES`, in 
   (textstat) of "question answer".
 
 Supervised: `NuggetRanker(model_path=...)` loads a joblib pipeline (StandardScaler + classifier) trained by
-`python -m eval.crucible_train` on AutoNuggetizer vital/okay weak labels; quality = P(vital).
+`python -m rag.generate.crucible_train` on AutoNuggetizer vital/okay weak labels; quality = P(vital).
 Unsupervised fallback (no model configured), quality in [0, 1]:
     0.5 * request_overlap_norm + 0.25 * specific + 0.25 * well_sized
 with request_overlap_norm = overlap / max overlap in the bank (0 when all are 0), specific = 1 when the answer
@@ -149,7 +149,7 @@ class NuggetRanker:
         self._model = None
         if model_path and not Path(model_path).expanduser().is_file():
             raise MissingDataError(f"generator.ranker.model_path: no model file at {model_path} "
-                                   f"(train one with `python -m eval.crucible_train RUNS... --out FILE`)")
+                                   f"(train one with `python -m rag.generate.crucible_train RUNS... --out FILE`)")
 
     @property
     def mode(self) -> str:

@@ -1,4 +1,4 @@
-"""`python -m eval.crucible_train`: weak labels from a run's AutoNuggetizer nuggets, a model written to --out,
+"""`python -m rag.generate.crucible_train`: weak labels from a run's AutoNuggetizer nuggets, a model written to --out,
 the same training data loaded from the cache on the second call, and one clear error for unusable runs."""
 
 from __future__ import annotations
@@ -7,8 +7,8 @@ import json
 
 import pytest
 
-from eval.crucible_train import main, run_examples, weak_labels
 from rag.core.errors import DataError, MissingDataError
+from rag.generate.crucible_train import main, run_examples, weak_labels
 
 
 def _run(tmp_path, name: str = "run"):

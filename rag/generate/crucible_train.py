@@ -1,4 +1,4 @@
-"""Train Crucible's nugget-ranking classifier: `python -m eval.crucible_train RUN_DIR... --out model.joblib`.
+"""Train Crucible's nugget-ranking classifier: `python -m rag.generate.crucible_train RUN_DIR... --out model.joblib`.
 
 Weak labels (the Crucible issue's choice): each run must have been made with `generator=crucible` (or
 `crucible_verified`), so its answers.jsonl holds each question's nugget bank under `steps.bank`, and judged with
@@ -23,11 +23,11 @@ from typing import Any
 
 import numpy as np
 
-from eval.nuggets import read_nugget_file
 from rag.core.errors import DataError, MissingDataError
 from rag.core.io import read_jsonl
 from rag.generate.nugget_bank import Nugget
 from rag.generate.nugget_rank import features, train_ranker
+from rag.records import read_nugget_file
 
 log = logging.getLogger(__name__)
 NUGGET_FILES = ("nuggets/create.jsonl", "crucible/nuggets.jsonl")
@@ -78,7 +78,7 @@ def weak_labels(examples: Sequence[dict[str, Any]], embedder: Any, match_thresho
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m eval.crucible_train", description=__doc__,
+    parser = argparse.ArgumentParser(prog="python -m rag.generate.crucible_train", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("run_dirs", nargs="+", type=Path, help="Crucible run folders (answers.jsonl + nuggets)")
     parser.add_argument("--out", type=Path, required=True, help="where to write the model (.joblib)")
