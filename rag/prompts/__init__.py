@@ -1,4 +1,4 @@
-"""Prompt templates live in YAML files beside the code: `source`, `system`, `user` (Jinja2), plain-text stops.
+"""Prompt templates live as YAML files in this folder: `source`, `system`, `user` (Jinja2), plain-text stops.
 
 Keeping the text out of Python lets a reader compare a prompt with its paper line by line, and lets a user
 point `prompt_dir` at their own variants without touching code.
@@ -14,7 +14,7 @@ from typing import Any
 import jinja2
 import yaml
 
-PROMPT_DIR = Path(__file__).parent / "prompts"
+PROMPT_DIR = Path(__file__).parent
 _ENV = jinja2.Environment(undefined=jinja2.StrictUndefined, keep_trailing_newline=False, autoescape=False)
 
 
