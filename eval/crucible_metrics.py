@@ -28,12 +28,12 @@ from statistics import mean
 from typing import Any
 
 from eval.nuggets import AutoNuggetizer, topic_from_record
-from eval.retry import ask_with_retries, make_params
 from rag.core.errors import ConfigError
 from rag.core.io import atomic_write_jsonl
 from rag.export.trec import split_sentences
 from rag.generate.crucible import SUPPORT_SCHEMA, parse_support_label
 from rag.judge.base import EvalContext, Judge
+from rag.llm.asking import ask_with_retries, make_params
 from rag.llm.base import LLMEngine, LLMRequest
 from rag.metrics.registry import BUILTIN, MetricSpec
 from rag.prompts import load_prompt

@@ -16,10 +16,10 @@ from pathlib import Path
 from statistics import mean
 from typing import Any
 
-from eval.parsing import parse_fields
-from eval.retry import ask_with_retries, make_params
 from rag.core.errors import ConfigError
+from rag.core.parsing import parse_fields
 from rag.judge.base import SPLITS, EvalContext, Judge, split_of
+from rag.llm.asking import ask_with_retries, make_params
 from rag.llm.base import LLMEngine, LLMRequest
 from rag.metrics.registry import MetricSpec
 from rag.prompts import PromptTemplate, load_prompt

@@ -23,12 +23,12 @@ from statistics import mean
 from typing import Any
 
 from eval.judges import EVAL_PROMPT_DIR
-from eval.parsing import parse_label_list, parse_string_list
-from eval.retry import ask_with_retries, make_params
 from rag.core.errors import ConfigError
 from rag.core.hashing import slug, stable_hash
 from rag.core.io import atomic_write_json, atomic_write_jsonl
+from rag.core.parsing import parse_label_list, parse_string_list
 from rag.judge.base import SPLITS, EvalContext, Judge, split_of
+from rag.llm.asking import ask_with_retries, make_params
 from rag.llm.base import LLMEngine, LLMRequest
 from rag.metrics.registry import MetricSpec
 from rag.prompts import load_prompt

@@ -16,7 +16,8 @@ from typing import Any
 import numpy as np
 
 from rag.core.errors import ConfigError
-from rag.datagen.asking import ask, parse_yes_no
+from rag.datagen.replies import RETRY_TEMPERATURE, parse_yes_no
+from rag.llm.asking import ask_with_retries
 from rag.llm.base import LLMEngine, LLMRequest, SamplingParams
 from rag.metrics.qa import normalize_answer, token_f1
 from rag.prompts import load_prompt
@@ -183,7 +184,9 @@ class Filters:
                                       json_schema=schema if engine.supports_json_schema else None),
                 stop_plain=template.stop_plain) for c in cands]
             out = []
-            for c, asked in zip(cands, ask(engine, requests, parse_yes_no, retries, desc="datagen answerable")):
+            for c, asked in zip(cands, ask_with_retries(
+                    engine, requests, lambda _i, text: parse_yes_no(text), max_retries=retries,
+                    retry_temperature=RETRY_TEMPERATURE, desc="datagen answerable")):
                 c.detail["answerable"] = asked.value
                 unreadable += asked.value is None
                 out.append(asked.value is True)  # an unreadable verdict is not a yes

@@ -26,11 +26,12 @@ from tqdm.auto import tqdm
 
 from rag.core.errors import ConfigError
 from rag.core.io import JsonlJournal
-from rag.datagen.asking import ask, parse_pair
 from rag.datagen.categories import Category, CategorySet
 from rag.datagen.documents import Document, DocumentPool
 from rag.datagen.filters import Candidate, Filters, tally
+from rag.datagen.replies import RETRY_TEMPERATURE, parse_pair
 from rag.embed import Embedder
+from rag.llm.asking import ask_with_retries
 from rag.llm.base import LLMEngine, LLMRequest, SamplingParams
 from rag.prompts import load_prompt
 from rag.retrieve.base import Retriever
@@ -247,7 +248,8 @@ class DataGenerator:
                                         json_schema=schema if self.engine.supports_json_schema else None)
                 requests.append(LLMRequest(messages=messages, params=params, stop_plain=self.template.stop_plain))
                 owners.append((slot, number, [d["text"] for d in shown]))
-        answers = ask(self.engine, requests, parse_pair, s.parse_retries, desc="datagen pairs")
+        answers = ask_with_retries(self.engine, requests, lambda _i, text: parse_pair(text), max_retries=s.parse_retries,
+                                   retry_temperature=RETRY_TEMPERATURE, desc="datagen pairs")
         candidates: list[Candidate] = []
         for (slot, number, shown_texts), asked in zip(owners, answers):
             slot.add("candidates", 1)

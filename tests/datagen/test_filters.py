@@ -6,8 +6,8 @@ import numpy as np
 import pytest
 
 from rag.core.errors import ConfigError
-from rag.datagen.asking import parse_pair, parse_yes_no
 from rag.datagen.filters import Candidate, Filters, support_overlap, tally
+from rag.datagen.replies import parse_pair, parse_yes_no
 
 DOC = "The Vltava is the longest river in the Czech Republic. It flows through Prague, where Charles Bridge spans it."
 

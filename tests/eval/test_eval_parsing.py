@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from eval.parsing import extract_json_object, parse_fields, parse_label_list, parse_string_list
+from rag.core.parsing import extract_json_object, parse_fields, parse_label_list, parse_string_list
 
 LIVERAG = {"correctness": (2, 1, 0, -1), "faithfulness": (1, 0, -1)}
 ASSIGN = ("support", "partial_support", "not_support")

@@ -1,4 +1,5 @@
-"""Batched asking with bounded, batched re-asks of only the items whose output failed to parse.
+"""Batched asking with bounded, batched re-asks of only the items whose output failed to parse: the one
+re-ask loop of every LLM caller (judges, nuggets, Crucible's metrics, data generation).
 
 Each retry changes the seed (and raises a zero temperature to `retry_temperature`, as castorini/nuggetizer does)
 so that neither the response cache nor greedy decoding hands back the same bad output again. Items that still
@@ -48,8 +49,7 @@ def ask_with_retries(engine: LLMEngine, requests: Sequence[LLMRequest], parse: C
         if not todo:
             break
         batch = [requests[i] if attempt == 0 else
-                 LLMRequest(messages=requests[i].messages, stop_plain=requests[i].stop_plain,
-                            params=retry_params(requests[i].params, attempt, retry_temperature))
+                 dataclasses.replace(requests[i], params=retry_params(requests[i].params, attempt, retry_temperature))
                  for i in todo]
         completions = engine.generate(batch, desc=desc if attempt == 0 else f"{desc} retry {attempt}")
         failed = []

@@ -1,4 +1,4 @@
-"""Tolerant parsing of judge outputs, for engines (or models) that do not follow a JSON schema.
+"""Tolerant parsing of LLM replies (judges, nuggets, data generation), for engines or models that ignore a schema.
 
 Structured decoding makes a well-formed object the normal case, but free-text engines and small models still
 wrap JSON in prose, code fences or curly quotes, write `correctness: 2` (or `correctness score: 2`) instead of
@@ -37,6 +37,11 @@ def _values_from(text: str, opener: str) -> list[Any]:
             pass
         pos = text.find(opener, pos + 1)
     return out
+
+
+def json_objects(text: str) -> list[dict[str, Any]]:
+    """Every JSON object in `text`, in order (prose, code fences and curly quotes around them are tolerated)."""
+    return [v for v in _values_from(normalise_quotes(text or ""), "{") if isinstance(v, dict)]
 
 
 def extract_json_object(text: str) -> dict[str, Any] | None:
