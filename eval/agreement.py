@@ -174,6 +174,8 @@ class Run:
     metrics: dict[str, Any] = field(default_factory=dict)
     #: question id -> evaluation -> value
     topics: dict[str, dict[str, float]] = field(default_factory=dict)
+    #: evaluations from reference judges (declared by the judge: AutoNuggetizer's nugget scores)
+    references: set[str] = field(default_factory=set)
 
 
 def find_run_dirs(paths: Sequence[Path]) -> list[Path]:
@@ -196,6 +198,7 @@ def load_run(path: Path, name: str | None = None) -> Run:
     run = Run(name=name or path.name, path=path, metrics=metrics)
     for record in load_answer_records(path / "answers.jsonl"):
         run.topics[record.id] = record.evaluation_values()
+        run.references |= record.reference_evaluations()
     return run
 
 
@@ -210,18 +213,36 @@ def _run_names(paths: Sequence[Path]) -> list[str]:
 # -- agreement ------------------------------------------------------------------------------------------------
 NAN2 = (math.nan, math.nan)
 #: which side of a pair is the reference ("truth") of tau_ap_a, in order of preference: human labels where a run
-#: carries them, else nugget scores (AutoNuggetizer compares its automatic judgements with the manual ones the same
-#: way); with neither, the column side of the matrix (`b` of a pair).
-REFERENCE_PREFERENCE = ("human/", "nuggets/")
+#: carries them, else a reference judge's values (the judge declares itself one: AutoNuggetizer's nugget scores,
+#: which it compares with the manual ones the same way); with neither, the column side of the matrix (`b`).
+HUMAN_PREFIX = "human/"
+#: the nugget judge's prefix, taken as the reference only for runs that carry no declarations (built in code)
+UNDECLARED_REFERENCE_PREFIX = "nuggets/"
 
 
-def choose_reference(a: str, b: str, reference: str = "auto") -> str:
-    """The reference of pair (a, b): `auto` follows `REFERENCE_PREFERENCE`; any other value is a glob or prefix
+def references_of(runs: Sequence[Run]) -> set[str] | None:
+    """The evaluations the runs' judges declared as references; None when no run carries a declaration."""
+    declared = set().union(*(r.references for r in runs)) if runs else set()
+    return declared or None
+
+
+def is_reference(name: str, references: set[str] | None) -> bool:
+    if name.startswith(HUMAN_PREFIX):
+        return True
+    return name in references if references is not None else name.startswith(UNDECLARED_REFERENCE_PREFIX)
+
+
+def choose_reference(a: str, b: str, reference: str = "auto", references: set[str] | None = None) -> str:
+    """The reference of pair (a, b): `auto` prefers human labels, then a reference judge's values (`references`,
+    declared by the judges; without declarations, nugget scores by name); any other value is a glob or prefix
     (`nuggets`, `judge/liverag/*`, an evaluation's full name) that one side must match; no match: `b`."""
     if reference == "auto":
-        patterns = [p + "*" for p in REFERENCE_PREFERENCE]
-    else:
-        patterns = [reference, reference.rstrip("/") + "/*"]
+        for test in (lambda s: s.startswith(HUMAN_PREFIX), lambda s: is_reference(s, references)):
+            for side in (b, a):
+                if test(side):
+                    return side
+        return b
+    patterns = [reference, reference.rstrip("/") + "/*"]
     for pattern in patterns:
         for side in (b, a):
             if fnmatch.fnmatchcase(side, pattern):
@@ -302,7 +323,7 @@ def pair_agreement(runs: Sequence[Run], a: str, b: str, n_boot: int = 1000, seed
     scored = [{t for t, v in r.topics.items() if a in v and b in v} for r in runs]
     topics = sorted(set.intersection(*scored)) if runs else []
     out = PairAgreement(a=a, b=b, n_runs=len(runs), n_topics=len(topics),
-                        reference=choose_reference(a, b, reference),
+                        reference=choose_reference(a, b, reference, references_of(runs)),
                         n_topics_dropped=len(set().union(*scored)) - len(topics) if runs else 0)
     if not topics:
         if len(runs) >= min_runs and all(_is_number(r.metrics.get(a)) and _is_number(r.metrics.get(b))
@@ -374,15 +395,16 @@ def evaluations(runs: Sequence[Run], patterns: Sequence[str] = ()) -> list[str]:
 
 
 def default_axes(runs: Sequence[Run]) -> tuple[list[str], list[str]]:
-    """Matrix rows (judge fields) and columns (nugget metrics): per-answer kinds in the registry, never counters.
+    """Matrix rows (judge values) and columns (reference values: nugget scores): per-answer kinds in the registry.
 
     Without nugget metrics the answer string metrics (scores/f1, scores/em) stand in as columns; without judge
     fields, rows are those answer metrics; so a sweep always gets the table its evaluations allow.
     """
     present = [e for e in present_evaluations(runs) if evaluation_kind(e) == "per_answer"]
-    judges = [e for e in present if e.startswith("judge/")]
-    nuggets = [e for e in present if e.startswith("nuggets/")]
+    references = references_of(runs)
     answers = [e for e in present if e.startswith("scores/")]
+    nuggets = [e for e in present if e not in answers and is_reference(e, references)]
+    judges = [e for e in present if e not in answers and e not in nuggets]
     if judges and nuggets:
         return judges, nuggets
     if judges:
@@ -537,8 +559,9 @@ def scalars(agreement: Agreement) -> dict[str, float | int]:
     """`agreement/<judge>/<field>/<nugget metric>/<stat>` for the matrix's defined judge x nugget cells;
     tau_ap_a's key names its reference side (`tau_ap_a_ref_nuggets`, `..._ref_judge`, `..._ref_human`)."""
     out: dict[str, float | int] = {}
+    references = references_of(agreement.runs)
     for p in agreement.matrix_pairs:
-        if not (p.a.startswith("judge/") and p.b.startswith("nuggets/")):
+        if p.a.startswith("scores/") or is_reference(p.a, references) or not is_reference(p.b, references):
             continue
         prefix = f"agreement/{short(p.a)}/{short(p.b)}/"
         out[prefix + "n_runs"] = p.n_runs

@@ -146,7 +146,7 @@ class CrucibleEvaluator:
 
     def evaluate(self, engine: LLMEngine, records: Sequence[dict[str, Any]], cache_dir: Path
                  ) -> tuple[list[dict[str, Any]], list[Any]]:
-        """Per-record results (stored as `record["crucible"]`) and the nugget sets used."""
+        """Per-record results (stored under `record.judges[<name>]`) and the nugget sets used."""
         nuggetizer = AutoNuggetizer(cache_dir=cache_dir, **self.nuggetizer_options)
         topics = [topic_from_record(AnswerRecord.from_json(r) if isinstance(r, Mapping) else r, nuggetizer.max_passages)
                   for r in records]
@@ -188,25 +188,28 @@ class CrucibleEvaluator:
         return out, sets
 
 
-def crucible_summary(records: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
-    """Flat metrics `crucible/<metric>/<all|single|multi>` over scored records, plus counts."""
-    scored = [r for r in records if isinstance(r.get("crucible"), Mapping) and not r["crucible"].get("skipped")]
+def crucible_summary(records: Sequence[Mapping[str, Any]], name: str = "crucible") -> dict[str, Any]:
+    """Flat metrics `crucible/<metric>/<all|single|multi>` over scored answer rows (`judges[name]`, or the
+    top-level `crucible` field of earlier files), plus counts."""
+    results = [(r, (r.get("judges") or {}).get(name, r.get("crucible"))) for r in records]
+    results = [(r, res) for r, res in results if isinstance(res, Mapping)]
+    scored = [(r, res) for r, res in results if not res.get("skipped")]
     out: dict[str, Any] = {}
     for split in ("all", "single", "multi"):
-        rows = [r for r in scored if split == "all" or r.get("hop") == split]
-        for name in METRICS:
+        rows = [res for r, res in scored if split == "all" or r.get("hop") == split]
+        for metric in METRICS:
             if rows:
-                out[f"crucible/{name}/{split}"] = round(mean(r["crucible"][name] for r in rows), 6)
+                out[f"crucible/{metric}/{split}"] = round(mean(res[metric] for res in rows), 6)
     out["crucible/n_scored"] = len(scored)
-    out["crucible/uncited_answers"] = sum(1 for r in scored if r["crucible"]["uncited"])
-    out["crucible/skipped"] = sum(1 for r in records if (r.get("crucible") or {}).get("skipped"))
-    out["crucible/parse_failures"] = sum(r["crucible"]["parse_failures"] for r in scored)
+    out["crucible/uncited_answers"] = sum(1 for _, res in scored if res["uncited"])
+    out["crucible/skipped"] = sum(1 for _, res in results if res.get("skipped"))
+    out["crucible/parse_failures"] = sum(res["parse_failures"] for _, res in scored)
     return out
 
 
 class CrucibleJudge(Judge):
     """Crucible's five metrics as a judge (`judge=crucible`), for any strategy: per answer in
-    `record.crucible`, run means as `crucible/<metric>/<split>`; files `crucible/scores.jsonl` and
+    `record.judges[<name>]` (declared as `crucible/<metric>` values), run means as `crucible/<metric>/<split>`; files `crucible/scores.jsonl` and
     `crucible/nuggets.jsonl` (castorini/nuggetizer's create shape, also the trainer's weak labels)."""
 
     def __init__(self, name: str = "crucible", llm: Mapping[str, Any] | None = None, **options: Any):
@@ -216,6 +219,9 @@ class CrucibleJudge(Judge):
     @property
     def metric_prefix(self) -> str:
         return "crucible/"
+
+    def declaration(self) -> dict[str, Any]:
+        return {"prefix": self.metric_prefix, "fields": list(METRICS)}
 
     def metric_specs(self) -> list[MetricSpec]:
         """Crucible's metrics are declared statically in the registry (`rag.metrics.registry.BUILTIN`)."""
@@ -228,12 +234,14 @@ class CrucibleJudge(Judge):
         rows = [r.to_json() for r in records]
         results, sets = self.evaluator.evaluate(engine, rows, Path(ctx.cache_dir))
         for record, row, result in zip(records, rows, results):
-            record.crucible = row["crucible"] = result
+            self.store(record, result)
+            row.setdefault("judges", {})[self.name] = result
         atomic_write_jsonl(Path(ctx.run_dir) / "crucible" / "scores.jsonl",
-                           [{"id": r.get("id"), "generator": r.get("generator"), **r["crucible"]} for r in rows])
+                           [{"id": r.get("id"), "generator": r.get("generator"), **r["judges"][self.name]}
+                            for r in rows])
         atomic_write_jsonl(Path(ctx.run_dir) / "crucible" / "nuggets.jsonl",
                            [s.record() for s in sets if s.failure is None])
-        uncited = [str(r.get("id")) for r in rows if (r.get("crucible") or {}).get("uncited")]
+        uncited = [str(r.get("id")) for r in rows if r["judges"][self.name].get("uncited")]
         if uncited:
             log.info("crucible: %d answers cite nothing (citation support 0): %s", len(uncited), ", ".join(uncited))
-        return crucible_summary(rows)
+        return crucible_summary(rows, self.name)

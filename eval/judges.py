@@ -127,9 +127,6 @@ class PromptJudge(Judge):
             props[name] = {"type": kind, "enum": list(allowed)}
         return {"type": "object", "properties": props, "required": list(props), "additionalProperties": False}
 
-    def per_answer_fields(self) -> list[str]:
-        return [f"judge/{self.name}/{f}" for f in self.numeric_fields()]
-
     def metric_specs(self) -> list[MetricSpec]:
         p = f"judge/{self.name}/"
         return [MetricSpec(p + f + "/{split}", "per_answer", f"mean {f} of judge {self.name} ({self.prompt_name})",
@@ -203,7 +200,7 @@ class PromptJudge(Judge):
         if engine is None:
             raise ConfigError(f"judge.{self.name} needs an `llm`")
         for record, result in zip(records, self.judge(engine, records)):
-            record.judges[self.name] = result
+            self.store(record, result)
         return self.summary(records)
 
     # -- metrics and report ----------------------------------------------------------------------------------

@@ -236,7 +236,7 @@ def pair_records(pairs: Sequence[HumanPair]) -> list[AnswerRecord]:
 
 def judge_scores(records: Sequence[AnswerRecord]) -> dict[str, dict[str, tuple[float, float]]]:
     """`judge/<j>/<field>` -> pair id -> (answer 1, answer 2) from judged records; NaN for a failed judgement."""
-    by_id = {r.id: r.judge_scores() for r in records}
+    by_id = {r.id: r.judge_values() for r in records}
     names = sorted({name for values in by_id.values() for name in values})
     out: dict[str, dict[str, tuple[float, float]]] = {}
     for name in names:

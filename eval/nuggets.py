@@ -331,9 +331,10 @@ def _num(value: Any) -> str:
 class NuggetJudge(Judge):
     """The AutoNuggetizer as a judge: nuggets per topic, assignment per answer, the four scores per answer.
 
-    Per-answer results go to `record.nuggets` (not `record.judges`) and metrics to `nuggets/...`, as the
-    AutoNuggetizer's scores are the reference the LLM judges are compared with. Files: `nuggets/create.jsonl`
-    and `nuggets/assign.jsonl` in the run folder, in castorini/nuggetizer's record shapes.
+    Per-answer results go to `record.judges[<name>]`, declared as `nuggets/<score>` values and as the reference
+    (the AutoNuggetizer's scores are what the LLM judges are compared with); run metrics are `nuggets/...`.
+    Files: `nuggets/create.jsonl` and `nuggets/assign.jsonl` in the run folder, in castorini/nuggetizer's record
+    shapes.
     """
 
     def __init__(self, name: str = "nuggets", llm: Mapping[str, Any] | None = None, **options: Any):
@@ -345,8 +346,8 @@ class NuggetJudge(Judge):
     def metric_prefix(self) -> str:
         return "nuggets/"
 
-    def per_answer_fields(self) -> list[str]:
-        return [f"nuggets/{n}" for n in SCORE_NAMES]
+    def declaration(self) -> dict[str, Any]:
+        return {"prefix": self.metric_prefix, "fields": list(SCORE_NAMES), "reference": True}
 
     def metric_specs(self) -> list[MetricSpec]:
         return [MetricSpec(f"nuggets/{n}/{{split}}", "per_answer", f"AutoNuggetizer {n} score, mean over scored "
@@ -372,10 +373,10 @@ class NuggetJudge(Judge):
                     "create_failures": nset.create_failures}
             if nset.failure in ("no_passages", "not_in_nugget_file"):
                 skipped += 1
-                record.nuggets = {**base, "skipped": True, "skip_reason": nset.failure}
+                self.store(record, {**base, "skipped": True, "skip_reason": nset.failure})
                 continue
             if nset.failure is not None:
-                record.nuggets = {**base, "parse_failed": True, "failure_stage": "create", "reason": nset.failure}
+                self.store(record, {**base, "parse_failed": True, "failure_stage": "create", "reason": nset.failure})
                 continue
             result = by_index[i]
             # an unreadable assignment window keeps nuggetizer's "failed" label and scores as not supported
@@ -383,9 +384,9 @@ class NuggetJudge(Judge):
             # more failures never gets a mean over other topics
             failed = {"failure_stage": "assign", "failed_windows": result.failed_windows} \
                 if result.failed_windows else {}
-            record.nuggets = {**base, **nugget_scores(result.nuggets), "n_nuggets": len(result.nuggets),
-                              "n_vital": sum(1 for n in result.nuggets if n["importance"] == "vital"),
-                              **failed, "assignments": result.nuggets}
+            self.store(record, {**base, **nugget_scores(result.nuggets), "n_nuggets": len(result.nuggets),
+                                "n_vital": sum(1 for n in result.nuggets if n["importance"] == "vital"),
+                                **failed, "assignments": result.nuggets})
             assign_rows.append({"query": nset.query, "qid": nset.qid, "answer_text": record.answer,
                                 "response_length": len(record.answer.split()), "run_id": ctx.run_dir.name,
                                 "nuggets": result.nuggets})
@@ -394,20 +395,20 @@ class NuggetJudge(Judge):
                         skipped, len(records))
         atomic_write_jsonl(ctx.run_dir / "nuggets" / "create.jsonl", [s.record() for s in sets if s.failure is None])
         atomic_write_jsonl(ctx.run_dir / "nuggets" / "assign.jsonl", assign_rows)
-        out = self.summary(records)
+        out = self.summary(records, self.name)
         out["nuggets/skipped"] = skipped
         out["nuggets/cached_topics"] = sum(1 for s in sets if s.cached)
         return out
 
     @staticmethod
-    def summary(records: Sequence[AnswerRecord]) -> dict[str, Any]:
+    def summary(records: Sequence[AnswerRecord], name: str = "nuggets") -> dict[str, Any]:
         """Flat metrics `nuggets/...`: means over scored answers by split, and failure counts.
 
         An answer with unreadable assignment windows is scored (those nuggets count as not supported) and counted
         in `assign_failures`; a topic whose nuggets could not be created has nothing to score against and is
         counted in `create_failures`. `parse_failures` is both.
         """
-        results = [(r, r.nuggets) for r in records if isinstance(r.nuggets, Mapping)]
+        results = [(r, r.judges[name]) for r in records if isinstance(r.judges.get(name), Mapping)]
         scored = [(r, res) for r, res in results if not res.get("parse_failed") and "vital_strict" in res]
         out: dict[str, Any] = {"nuggets/n_scored": len(scored),
                                "nuggets/parse_failures": sum(1 for _, res in results if res.get("parse_failed")

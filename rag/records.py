@@ -13,7 +13,7 @@ from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from rag.core.io import iter_jsonl_numbered, read_jsonl
 
@@ -100,8 +100,9 @@ def _number(value: Any) -> bool:
 class AnswerRecord(BaseModel):
     """One answer of a run: the LiveRAG submission fields, gold information, stage outputs and evaluations.
 
-    `judges[<name>]` holds one judge's result (scores, or `parse_failed` / `skipped` markers) and `nuggets`
-    the AutoNuggetizer's; both are absent until evaluation. Unknown fields are kept (forward compatibility).
+    `judges[<name>]` holds each judge's result (scores, or `parse_failed` / `skipped` markers), absent until
+    evaluation; files of earlier runs, which kept the AutoNuggetizer's and Crucible's results in top-level
+    `nuggets` and `crucible` fields, load into `judges` too. Unknown fields are kept (forward compatibility).
     """
 
     model_config = ConfigDict(extra="allow")
@@ -126,15 +127,29 @@ class AnswerRecord(BaseModel):
     fallback: str | None = None
     #: per-answer string and retrieval scores (f1, em, recall_<stage>[_any|_all])
     scores: dict[str, float] = Field(default_factory=dict)
+    #: judge name -> its result; `result_values` reads the per-answer evaluations out of one
     judges: dict[str, dict[str, Any]] = Field(default_factory=dict)
-    nuggets: dict[str, Any] | None = None
     #: cited strategies (Crucible, GINGER): [{text, citations: [doc_id], nugget, confidence}], one citation each
     sentences: list[dict[str, Any]] | None = None
-    #: Crucible's per-answer metrics (judge=crucible), absent until evaluated
-    crucible: dict[str, Any] | None = None
     #: why this is not a real answer (`empty_answer`: an LLM generator answered nothing); scored as it is (F1 0),
     #: counted, and generated again when the run folder is resumed
     failure: str | None = None
+
+    @model_validator(mode="before")
+    @classmethod
+    def _legacy_judges(cls, data: Any) -> Any:
+        """Earlier runs wrote the nugget and Crucible judges' results as top-level fields: move them into
+        `judges`, with the value declaration those judges now write themselves."""
+        if not isinstance(data, Mapping) or not any(data.get(k) is not None for k in LEGACY_JUDGES):
+            return data
+        data = dict(data)
+        judges = dict(data.get("judges") or {})
+        for key, declared in LEGACY_JUDGES.items():
+            result = data.pop(key, None)
+            if isinstance(result, Mapping) and key not in judges:
+                judges[key] = {**result, VALUES_KEY: declared}
+        data["judges"] = judges
+        return data
 
     @field_validator("id", mode="before")
     @classmethod
@@ -170,7 +185,7 @@ class AnswerRecord(BaseModel):
         out = self.model_dump(mode="json")
         if not out.get("judges"):
             out.pop("judges", None)
-        for optional in ("nuggets", "sentences", "crucible", "failure"):
+        for optional in ("sentences", "failure"):
             if out.get(optional) is None:
                 out.pop(optional, None)
         return out
@@ -186,31 +201,59 @@ class AnswerRecord(BaseModel):
     def gold_texts(self) -> list[str]:
         return [d for d in self.gold_docs if isinstance(d, str) and d.strip()]
 
-    def judge_scores(self) -> dict[str, float]:
-        """`judge/<name>/<field>` -> value for every numeric field of every judge result that parsed."""
+    def judge_values(self) -> dict[str, float]:
+        """Every judge's per-answer evaluations by name (`judge/<j>/<field>`, `nuggets/<m>`, `crucible/<m>`)."""
         out: dict[str, float] = {}
         for name, result in self.judges.items():
-            if not isinstance(result, Mapping) or result.get("parse_failed"):
-                continue
-            for key, value in result.items():
-                if key not in ("attempts",) and _number(value):
-                    out[f"judge/{name}/{key}"] = float(value)
+            out.update(result_values(name, result))
         return out
 
-    def nugget_scores(self) -> dict[str, float]:
-        """`nuggets/<metric>` -> value, when the answer was scored (not skipped, not a parse failure)."""
-        from_names = ("vital_strict", "all_strict", "vital", "all")
-        n = self.nuggets
-        if not isinstance(n, Mapping) or n.get("parse_failed") or n.get("skipped"):
-            return {}
-        return {f"nuggets/{k}": float(n[k]) for k in from_names if _number(n.get(k))}
+    def reference_evaluations(self) -> set[str]:
+        """The evaluations that come from a reference judge (its values are what other judges are compared with:
+        AutoNuggetizer's nugget scores)."""
+        return {v for name, result in self.judges.items() if is_reference(result) for v in result_values(name, result)}
 
     def evaluation_values(self) -> dict[str, float]:
-        """Every per-answer score by evaluation name: `scores/<name>`, `judge/<j>/<field>`, `nuggets/<m>`."""
+        """Every per-answer score by evaluation name: `scores/<name>` and each judge's values (`judge_values`)."""
         out = {f"scores/{k}": v for k, v in self.scores.items() if _number(v)}
-        out.update(self.judge_scores())
-        out.update(self.nugget_scores())
+        out.update(self.judge_values())
         return out
+
+
+# -- judge results -------------------------------------------------------------------------------------------
+#: the key of a judge result that declares its values when the default rule does not fit (`Judge.declaration`)
+VALUES_KEY = "_values"
+#: result fields that are bookkeeping, never an evaluation
+BOOKKEEPING = frozenset({"attempts"})
+
+#: top-level fields of earlier answer files -> the judge key and declaration they load as
+LEGACY_JUDGES: dict[str, dict[str, Any]] = {
+    "nuggets": {"prefix": "nuggets/", "fields": ["vital_strict", "all_strict", "vital", "all"], "reference": True},
+    "crucible": {"prefix": "crucible/", "fields": ["nugget_recall", "nugget_density", "sentence_novelty",
+                                                    "relevant_sentences", "citation_support"]},
+}
+
+
+def result_values(name: str, result: Any) -> dict[str, float]:
+    """The per-answer evaluations in one judge result, by evaluation name.
+
+    A result that declares its values (`_values: {prefix, fields}`) is read by that declaration; any other by the
+    default rule, every finite number except bookkeeping as `judge/<name>/<field>`. A failed (`parse_failed`) or
+    skipped (`skipped: true`) result has none.
+    """
+    if not isinstance(result, Mapping) or result.get("parse_failed") or result.get("skipped") is True:
+        return {}
+    declared = result.get(VALUES_KEY)
+    if isinstance(declared, Mapping):
+        prefix, fields = str(declared.get("prefix", f"judge/{name}/")), declared.get("fields")
+        names = list(fields) if fields is not None else [k for k in result if k not in BOOKKEEPING]
+        return {f"{prefix}{k}": float(result[k]) for k in names if _number(result.get(k))}
+    return {f"judge/{name}/{k}": float(v) for k, v in result.items() if k not in BOOKKEEPING and _number(v)}
+
+
+def is_reference(result: Any) -> bool:
+    declared = result.get(VALUES_KEY) if isinstance(result, Mapping) else None
+    return isinstance(declared, Mapping) and bool(declared.get("reference"))
 
 
 def build_answer_record(question: Question, retrieved: list[ScoredPassage], context: list[ScoredPassage],

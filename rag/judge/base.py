@@ -3,8 +3,10 @@
 A judge is a class plus one YAML in `conf/judge/` with `_target_` (packaged `# @package judge.<name>`), so a
 new judge touches nothing else: `rag.judge.run` builds whatever the `judge` group composed, gives each judge its engine
 from the shared `EngineFactory`, lets it write its per-answer results into the records, and merges the run
-metrics it returns. The metric names a judge writes are declared to the registry (`metric_specs`), and the
-per-answer evaluations it adds (`judge/<name>/<field>`, `nuggets/<metric>`) are what agreement pairs.
+metrics it returns. The metric names a judge writes are declared to the registry (`metric_specs`); its
+per-answer results go under `record.judges[<name>]` (`store`), and the evaluations read from them
+(`answer_values`: `judge/<name>/<field>`, or what `declaration` names) are what agreement, the W&B answers
+table and the report show.
 """
 
 from __future__ import annotations
@@ -17,7 +19,7 @@ from typing import Any
 
 from rag.llm.base import LLMEngine
 from rag.metrics.registry import MetricSpec
-from rag.records import AnswerRecord
+from rag.records import VALUES_KEY, AnswerRecord, result_values
 
 #: answer splits every judge reports (RAGtifier reports single-hop and multi-hop apart)
 SPLITS = ("all", "single", "multi")
@@ -61,9 +63,21 @@ class Judge(ABC):
         """Every run metric of this judge starts with this (re-judging replaces exactly these)."""
         return f"judge/{self.name}/"
 
-    def per_answer_fields(self) -> list[str]:
-        """Per-answer evaluation names this judge adds (`judge/<name>/<field>`): rows of the agreement matrix."""
-        return []
+    def declaration(self) -> dict[str, Any] | None:
+        """How a reader names this judge's per-answer values, stored with every result (`_values`): a metric
+        `prefix`, the result `fields` that are evaluations, and `reference` (its values are the truth others are
+        compared with). None: the default rule (every number as `judge/<name>/<field>`) fits."""
+        return None
+
+    def store(self, record: AnswerRecord, result: Mapping[str, Any]) -> None:
+        """Write one answer's result under `record.judges[self.name]` (the one place a judge's result goes)."""
+        declared = self.declaration()
+        record.judges[self.name] = {**result, VALUES_KEY: declared} if declared else dict(result)
+
+    def answer_values(self, record: AnswerRecord) -> dict[str, float]:
+        """This judge's per-answer evaluations of one answer (what agreement pairs, W&B tables and the report
+        show), read from its stored result."""
+        return result_values(self.name, record.judges.get(self.name))
 
     def report(self, metrics: Mapping[str, Any]) -> str:
         """A Markdown section for `eval_report.md`."""

@@ -28,16 +28,17 @@ TABLE_COLUMNS = ("id", "hop", "question", "answer", "gold_answer", "f1", "em", "
 
 def answers_table_rows(records: Sequence[AnswerRecord], max_chars: int = 2000
                        ) -> tuple[list[str], list[list[Any]]]:
-    """Columns and rows of the answers table: the fixed columns, then `judge/<j>/<field>` and `nuggets/<m>`."""
-    evals: list[str] = []
+    """Columns and rows of the answers table: the fixed columns, then every judge's per-answer values (the
+    reference judges' last: nugget scores after the LLM judges)."""
+    found: set[str] = set()
+    references: set[str] = set()
     for r in records:
-        for name in (*r.judge_scores(), *r.nugget_scores()):
-            if name not in evals:
-                evals.append(name)
-    evals = sorted(e for e in evals if e.startswith("judge/")) + sorted(e for e in evals if e.startswith("nug"))
+        found.update(r.judge_values())
+        references.update(r.reference_evaluations())
+    evals = sorted(found - references) + sorted(found & references)
     rows = []
     for r in records:
-        values = {**r.judge_scores(), **r.nugget_scores()}
+        values = r.judge_values()
         row = [r.id, r.hop, r.question, r.answer, r.gold_answer, r.scores.get("f1"), r.scores.get("em"),
                r.scores.get("recall_rerank"), r.parse_failed, *(values.get(e) for e in evals)]
         rows.append([v[:max_chars] if isinstance(v, str) else v for v in row])

@@ -45,31 +45,42 @@ def _num(row: dict[str, Any], key: str) -> float:
     return float(value) if isinstance(value, (int, float)) else math.nan
 
 
-#: evaluations shown as heatmap rows (the judges), before the others (nugget scores, answer metrics) as columns
-ROW_PREFIXES = ("judge/",)
 #: the heatmap stays readable: at most this many rows and columns (the CSV keeps every pair)
 MAX_SIDE = 12
+#: per-answer metrics of the pipeline itself (F1, EM): columns, never judge rows
+ANSWER_METRICS = "scores/"
+#: agreement.csv files written before pairs named their reference: judges (rows) are told by this prefix
+UNREFERENCED_ROW_PREFIX = "judge/"
 
 
-def _oriented(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+def _is_candidate(name: str, references: set[str]) -> bool:
+    """A heatmap row: a judge's values, neither a reference (nugget scores, human labels) nor an answer metric."""
+    if references:
+        return name not in references and not name.startswith(ANSWER_METRICS)
+    return name.startswith(UNREFERENCED_ROW_PREFIX)
+
+
+def _oriented(rows: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], set[str]]:
     """Per-question evaluations only (pairs with topics; run-level metrics.json keys have none), each pair with
-    the judge first, so the matrix reads judges x nugget scores / answer metrics."""
+    its candidate first and its reference (the CSV's `reference` column) second, so the matrix reads judges x
+    nugget scores / answer metrics; and the set of references."""
     per_question = [r for r in rows if isinstance(r.get("n_topics"), float) and r["n_topics"] > 0] or list(rows)
+    references = {str(r["reference"]) for r in per_question if isinstance(r.get("reference"), str) and r["reference"]}
     out = []
     for r in per_question:
-        if not str(r["eval_a"]).startswith(ROW_PREFIXES) and str(r["eval_b"]).startswith(ROW_PREFIXES):
+        if _is_candidate(str(r["eval_b"]), references) and not _is_candidate(str(r["eval_a"]), references):
             r = {**r, "eval_a": r["eval_b"], "eval_b": r["eval_a"]}
         out.append(r)
-    return out
+    return out, references
 
 
 def agreement_matrices(rows: list[dict[str, Any]]) -> list[AgreementMatrix]:
     """One matrix per measure present in the rows: judges (rows) x other evaluations (columns)."""
-    rows = _oriented(rows)
+    rows, references = _oriented(rows)
     if not rows:
         return []
-    judges = [r for r in rows if str(r["eval_a"]).startswith(ROW_PREFIXES)
-              and not str(r["eval_b"]).startswith(ROW_PREFIXES)]
+    judges = [r for r in rows if _is_candidate(str(r["eval_a"]), references)
+              and not _is_candidate(str(r["eval_b"]), references)]
     rows = judges or rows
     keep_a = list(dict.fromkeys(r["eval_a"] for r in rows))[:MAX_SIDE]
     keep_b = list(dict.fromkeys(r["eval_b"] for r in rows))[:MAX_SIDE]

@@ -110,12 +110,12 @@ def test_crucible_metrics_on_real_records(runs, shared_cache, tmp_path):
     typed = [AnswerRecord.from_json(r) for r in records]
     metrics = CrucibleJudge(**ccfg).evaluate(typed, runs["engine"], EvalContext(tmp_path, shared_cache))
     records = [r.to_json() for r in typed]
-    scored = [r for r in records if not r["crucible"].get("skipped")]
-    assert scored, [r["crucible"] for r in records]
+    scored = [r for r in records if not r["judges"]["crucible"].get("skipped")]
+    assert scored, [r["judges"]["crucible"] for r in records]
     for r in scored:
         for m in METRICS:
-            assert 0.0 <= r["crucible"][m] <= 1.0
-    assert records[2]["crucible"].get("skipped") or (records[2]["crucible"]["uncited"]
-                                                     and records[2]["crucible"]["citation_support"] == 0.0)
+            assert 0.0 <= r["judges"]["crucible"][m] <= 1.0
+    third = records[2]["judges"]["crucible"]
+    assert third.get("skipped") or (third["uncited"] and third["citation_support"] == 0.0)
     assert f"crucible/{METRICS[0]}/all" in metrics and metrics["crucible/n_scored"] == len(scored)
     assert (tmp_path / "crucible" / "scores.jsonl").is_file() and (tmp_path / "crucible" / "nuggets.jsonl").is_file()

@@ -7,13 +7,15 @@ import yaml
 from evaltools import synthetic_records
 
 from rag.loggers.wandb_logger import WandbLogger, swept_only
+from rag.records import AnswerRecord
 from tests.cluster.helpers import offline_runs, read_wandb_run, wandb_table
 
 
 def test_answers_table_has_judge_and_nugget_columns(tmp_path):
     records = synthetic_records(2)
     records[0].judges = {"liverag": {"correctness": 2, "faithfulness": 1, "attempts": 1}}
-    records[0].nuggets = {"vital_strict": 0.5, "all_strict": 0.25, "vital": 0.5, "all": 0.5, "n_nuggets": 4}
+    records[0] = AnswerRecord.from_json({**records[0].to_json(), "nuggets": {  # an earlier file's field
+        "vital_strict": 0.5, "all_strict": 0.25, "vital": 0.5, "all": 0.5, "n_nuggets": 4}})
     records[1].judges = {"liverag": {"parse_failed": True, "raw": "??", "attempts": 3}}
     run_dir = tmp_path / "run"
     WandbLogger(project="logger-test", mode="offline").log_run(

@@ -73,9 +73,9 @@ def test_hook_scores_caches_and_writes_nuggetizer_files(tmp_path):
     assert [len(b) for b in engine.batches] == [3, 9, 6]
     schema = engine.batches[2][0].params.json_schema["properties"]["labels"]
     assert schema["items"]["enum"] == ["support", "partial_support", "not_support"] and schema["minItems"] == 10
-    assert records[2].nuggets["source"] == "passages" and records[0].nuggets["source"] == "gold_docs"
+    assert records[2].judges["nuggets"]["source"] == "passages" and records[0].judges["nuggets"]["source"] == "gold_docs"
     # 20 kept: 9 vital (ids 0,3,..,24), 11 okay; assignment label = id % 3 -> every vital id is "support"
-    rec = records[0].nuggets
+    rec = records[0].judges["nuggets"]
     assert rec["n_nuggets"] == 20 and rec["n_vital"] == 9 and rec["vital_strict"] == 1.0
     assign_rows = read_jsonl(tmp_path / "run1" / "nuggets" / "assign.jsonl")
     create_rows = read_jsonl(tmp_path / "run1" / "nuggets" / "create.jsonl")
@@ -108,13 +108,13 @@ def test_assignment_parse_failure_is_counted_and_scored_not_supported(tmp_path):
                              factory_with(ScriptedEngine(respond), cfg))
     engine = ScriptedEngine(lambda r: respond(r, bad_assign_for="Fact 1 is true"))
     metrics = evaluate_records(cfg.judge, records, tmp_path, tmp_path / "cache", factory_with(engine, cfg))
-    bad = records[1].nuggets
+    bad = records[1].judges["nuggets"]
     assert not bad.get("parse_failed") and bad["failure_stage"] == "assign" and bad["failed_windows"] == 2
     assert all(n["assignment"] == "failed" for n in bad["assignments"])  # nuggetizer's marker, kept
     assert bad["vital_strict"] == bad["all"] == 0.0
     assert metrics["nuggets/parse_failures"] == 1 and metrics["nuggets/assign_failures"] == 1
     assert metrics["nuggets/n_scored"] == 2
-    assert metrics["nuggets/vital_strict/all"] == pytest.approx(records[0].nuggets["vital_strict"] / 2)
+    assert metrics["nuggets/vital_strict/all"] == pytest.approx(records[0].judges["nuggets"]["vital_strict"] / 2)
     assert metrics["nuggets/vital_strict/all"] <= clean["nuggets/vital_strict/all"]
     assert records[1].evaluation_values()["nuggets/vital_strict"] == 0.0  # agreement sees the same topic set
     # nuggetizer's own arithmetic on the assign file gives the same run mean, failures included
@@ -135,8 +135,8 @@ def test_creation_failure_and_missing_passages(tmp_path):
 
     engine = ScriptedEngine(broken)
     metrics = evaluate_records(cfg.judge, records, tmp_path, tmp_path / "cache", factory_with(engine, cfg))
-    assert records[1].nuggets["skipped"] and metrics["nuggets/skipped"] == 1
-    assert records[2].nuggets["failure_stage"] == "create" and metrics["nuggets/create_failures"] == 1
+    assert records[1].judges["nuggets"]["skipped"] and metrics["nuggets/skipped"] == 1
+    assert records[2].judges["nuggets"]["failure_stage"] == "create" and metrics["nuggets/create_failures"] == 1
     assert metrics["nuggets/n_scored"] == 1
     # failed topics are not cached: a later run tries again
     assert len(list((tmp_path / "cache" / "nuggets").rglob("*.json"))) == 1
@@ -151,8 +151,8 @@ def test_external_nugget_file(tmp_path):
     records = synthetic_records(2)
     metrics = evaluate_records(cfg.judge, records, tmp_path, tmp_path / "cache", factory_with(engine, cfg))
     assert len(engine.batches) == 1  # assignment only
-    assert records[0].nuggets["n_nuggets"] == 2
-    assert records[1].nuggets["skip_reason"] == "not_in_nugget_file" and metrics["nuggets/skipped"] == 1
+    assert records[0].judges["nuggets"]["n_nuggets"] == 2
+    assert records[1].judges["nuggets"]["skip_reason"] == "not_in_nugget_file" and metrics["nuggets/skipped"] == 1
 
 
 def test_labels_follow_the_nuggets_not_their_positions_and_prompts_show_no_label_order():

@@ -117,7 +117,7 @@ def test_nuggets_with_real_model(engine, records, base):
     for row in created:
         assert set(row) == {"qid", "query", "nuggets"} and 1 <= len(row["nuggets"]) <= 4
         assert all(n["importance"] in (*IMPORTANCE, "failed") for n in row["nuggets"])
-    scored = [r.nuggets for r in recs if "vital_strict" in r.nuggets]
+    scored = [r.judges["nuggets"] for r in recs if "vital_strict" in r.judges["nuggets"]]
     assert metrics["nuggets/n_scored"] == len(scored)
     assert metrics["nuggets/n_scored"] + metrics["nuggets/parse_failures"] + metrics["nuggets/skipped"] == 2
     for res in scored:
@@ -149,7 +149,7 @@ def test_pipeline_judges_and_rejudging_gives_the_same_scores(data_dir, shared_ca
     assert metrics["eval/llm_calls"] + metrics["eval/llm_cache_hits"] >= 2  # judging counted apart
     assert metrics["judge/liverag/n_judged"] == 2 and metrics["time/evaluate_s"] >= 0
     judged = read_jsonl(run_dir / "answers.jsonl")
-    assert all("liverag" in r["judges"] and "nuggets" in r for r in judged)
+    assert all("liverag" in r["judges"] and "nuggets" in r["judges"] for r in judged)
 
     # an unjudged copy of the run (answers as generated, the run's config.json), re-judged by eval.main's code
     old = tmp_path / "old"
@@ -161,7 +161,7 @@ def test_pipeline_judges_and_rejudging_gives_the_same_scores(data_dir, shared_ca
     again = rejudge(ecfg)
     rejudged = read_jsonl(old / "answers.jsonl")
     assert [r["judges"] for r in rejudged] == [r["judges"] for r in judged]
-    assert [r["nuggets"] for r in rejudged] == [r["nuggets"] for r in judged]
+    assert [r["judges"]["nuggets"] for r in rejudged] == [r["judges"]["nuggets"] for r in judged]
     for key, value in metrics.items():
         if key.startswith(("judge/", "nuggets/")) and key != "nuggets/cached_topics":
             assert again[key] == value, key
