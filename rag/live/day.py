@@ -23,7 +23,7 @@ from omegaconf import DictConfig, OmegaConf
 from rag.core.errors import ConfigError
 from rag.core.io import JsonlJournal, atomic_write_json, atomic_write_jsonl, iter_jsonl, read_jsonl
 from rag.core.secrets import redact
-from rag.live.extractive import ExtractiveGenerator
+from rag.generate.extractive import ExtractiveGenerator
 from rag.live.guard import DeadlineGuard
 from rag.live.submission import SubmissionSpec
 from rag.pipeline import Pipeline

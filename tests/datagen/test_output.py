@@ -15,10 +15,10 @@ from omegaconf import OmegaConf
 
 from rag.core.errors import DataError
 from rag.data.corpus import JsonlCorpus
+from rag.data.generated import GeneratedQA
 from rag.data.questions import DataMorganaQA
 from rag.datagen.categories import CategorySet
 from rag.datagen.documents import DocumentPool
-from rag.datagen.loader import GeneratedQA
 from rag.datagen.output import CORPUS_FILE, QA_FILE, QA_JSONL, place_corpus, qa_rows, write_qa
 from tests.conftest import compose_config
 from tests.datagen.helpers import compose_datagen, write_corpus

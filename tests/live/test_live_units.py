@@ -5,9 +5,9 @@ from __future__ import annotations
 import pytest
 
 from rag.core.errors import ConfigError, DataError
+from rag.generate.extractive import best_span
 from rag.live.__main__ import split_args
 from rag.live.day import load_live_config, merge_overrides, parse_duration
-from rag.live.extractive import best_span
 from rag.live.guard import DeadlineGuard
 from rag.live.submission import SubmissionSpec
 
