@@ -32,7 +32,6 @@ import csv
 import fnmatch
 import io
 import itertools
-import json
 import logging
 import math
 from collections.abc import Sequence
@@ -44,8 +43,8 @@ import numpy as np
 from scipy.stats import kendalltau
 
 from rag.core.io import atomic_write_text
+from rag.folders import RunFolder
 from rag.metrics.registry import REGISTRY
-from rag.records import load_answer_records
 
 log = logging.getLogger(__name__)
 
@@ -182,21 +181,19 @@ def find_run_dirs(paths: Sequence[Path]) -> list[Path]:
     """Run folders (holding answers.jsonl) named directly or found below sweep folders, sorted, unique."""
     out: list[Path] = []
     for path in paths:
-        if (path / "answers.jsonl").is_file():
+        if RunFolder(path).has_answers:
             out.append(path)
         elif path.is_dir():
-            out.extend(sorted(p.parent for p in path.rglob("answers.jsonl")))
+            out.extend(sorted(p.parent for p in path.rglob(RunFolder.ANSWERS)))
         else:
             raise FileNotFoundError(f"{path}: not a run folder or a sweep folder")
     return list(dict.fromkeys(p.resolve() for p in out))
 
 
 def load_run(path: Path, name: str | None = None) -> Run:
-    metrics = {}
-    if (path / "metrics.json").is_file():
-        metrics = json.loads((path / "metrics.json").read_text(encoding="utf-8"))
-    run = Run(name=name or path.name, path=path, metrics=metrics)
-    for record in load_answer_records(path / "answers.jsonl"):
+    folder = RunFolder(path)
+    run = Run(name=name or path.name, path=path, metrics=folder.metrics())
+    for record in folder.records():
         run.topics[record.id] = record.evaluation_values()
         run.references |= record.reference_evaluations()
     return run

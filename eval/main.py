@@ -23,12 +23,11 @@ import hydra
 from omegaconf import DictConfig, OmegaConf, open_dict
 
 from rag.core.errors import ConfigError, DataError, MissingDataError, ServiceError
-from rag.core.io import atomic_write_json, atomic_write_jsonl
 from rag.core.overrides import quote_folder_overrides
+from rag.folders import RunFolder
 from rag.judge.base import Judge
 from rag.judge.run import build_judges, evaluate_records
 from rag.llm.factory import EngineFactory
-from rag.records import load_answer_records
 
 log = logging.getLogger(__name__)
 
@@ -38,8 +37,9 @@ FROM_RUN = ("llm", "seed", "dataset")
 
 def saved_run_config(run_dir: Path) -> dict[str, Any]:
     """The run's composed config: config.json (resolved, as the pipeline wrote it), else Hydra's copy."""
-    if (run_dir / "config.json").is_file():
-        return json.loads((run_dir / "config.json").read_text(encoding="utf-8"))
+    folder = RunFolder(run_dir)
+    if folder.config_path.is_file():
+        return folder.config()
     hydra_copy = run_dir / ".hydra" / "config.yaml"
     if hydra_copy.is_file():
         return OmegaConf.to_container(OmegaConf.load(hydra_copy), resolve=False)  # type: ignore[return-value]
@@ -78,16 +78,16 @@ def _stale(key: str, judges: list[Judge]) -> bool:
 def rejudge(cfg: DictConfig, factory: EngineFactory | None = None) -> dict[str, Any]:
     """Judge one run folder as `cfg` says; returns the merged metrics."""
     run_dir = Path(str(cfg.run_dir)).expanduser()
-    answers = run_dir / "answers.jsonl"
-    if not answers.is_file():
-        raise MissingDataError(f"run_dir={run_dir}: no answers.jsonl (is this a finished run folder?)")
+    run = RunFolder(run_dir)
+    if not run.has_answers:
+        raise MissingDataError(f"run_dir={run_dir}: no {RunFolder.ANSWERS} (is this a finished run folder?)")
     cfg = complete_from_run(cfg, run_dir)
     out_dir = Path(str(cfg.out_dir)).expanduser() if cfg.get("out_dir") else run_dir
     cache_dir = run_cache_dir(cfg, run_dir)
     judges = build_judges(cfg.judge)
     if not judges:
         raise ConfigError("judge: no judges selected; e.g. judge=[liverag] or judge=full")
-    records = load_answer_records(answers)
+    records = run.records()
     own = factory is None
     engines = factory or EngineFactory(cache_dir, cache_enabled=bool(OmegaConf.select(cfg, "cache.llm_responses",
                                                                                        default=True)))
@@ -96,12 +96,11 @@ def rejudge(cfg: DictConfig, factory: EngineFactory | None = None) -> dict[str, 
     finally:
         if own:
             engines.close()
-    old: dict[str, Any] = {}
-    if (run_dir / "metrics.json").is_file():
-        old = json.loads((run_dir / "metrics.json").read_text(encoding="utf-8"))
+    old = run.metrics()
     merged = {**{k: v for k, v in old.items() if not _stale(k, judges)}, **metrics}
-    atomic_write_jsonl(out_dir / "answers.jsonl", [r.to_json() for r in records])
-    atomic_write_json(out_dir / "metrics.json", merged)
+    out = RunFolder(out_dir)
+    out.write_answers(records)
+    out.write_metrics(merged)
     return merged
 
 

@@ -28,7 +28,7 @@ from typing import Any
 from rag.core.hashing import stable_hash
 from rag.core.io import atomic_write_json, atomic_write_text
 from rag.metrics.registry import REGISTRY
-from rag.sweep.cells import Cell, Sweep, load_sweep
+from rag.sweep.cells import Cell, SweepFolder, load_sweep
 
 log = logging.getLogger(__name__)
 
@@ -55,7 +55,7 @@ class Best:
 class SweepSummary:
     """The collected table; `rows` are dicts keyed by `columns`."""
 
-    sweep: Sweep
+    sweep: SweepFolder
     swept: list[str]
     metrics: list[str]
     rows: list[dict[str, Any]]
@@ -165,7 +165,7 @@ def add_agreement(summary: SweepSummary, patterns: Sequence[str] = (), n_boot: i
     except ImportError as err:
         log.info("eval.agreement not importable (%s): no agreement table", err)
         return False
-    cells = [c for c in summary.sweep.cells if c.complete and (c.dir / "answers.jsonl").is_file()]
+    cells = [c for c in summary.sweep.cells if c.complete and c.run.has_answers]
     if len(cells) < 2:
         log.info("agreement needs at least two complete cells, have %d", len(cells))
         return False
@@ -293,7 +293,7 @@ def write_files(summary: SweepSummary) -> dict[str, Path]:
 
 
 # -- W&B ------------------------------------------------------------------------------------------------------
-def wandb_settings_from_sweep(sweep: Sweep) -> dict[str, Any] | None:
+def wandb_settings_from_sweep(sweep: SweepFolder) -> dict[str, Any] | None:
     """The cells' W&B settings (project, entity, mode) from a cell's config, or None when they logged nothing."""
     from omegaconf import OmegaConf
 

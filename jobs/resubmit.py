@@ -28,7 +28,7 @@ from typing import Any
 
 from jobs.status import RESUBMIT_LOG, CellStatus, is_local_sweep, sweep_status
 from rag.core.overrides import quote_override_value
-from rag.sweep.cells import Sweep
+from rag.sweep.cells import SweepFolder
 
 SBATCH_TEMPLATE = Path(__file__).resolve().parent / "single_run.sbatch"
 RESUBMIT_STATES = ("failed", "missing", "incomplete")
@@ -52,7 +52,7 @@ def run_command(status: CellStatus, python: str = sys.executable) -> list[str]:
     return [python, "-m", "rag.main", *overrides, f"hydra.run.dir={quote_override_value(str(status.cell.dir))}"]
 
 
-def _cwd(sweep: Sweep, status: CellStatus) -> Path:
+def _cwd(sweep: SweepFolder, status: CellStatus) -> Path:
     """Where the sweep was launched from (relative data/cache paths resolve against it)."""
     for source in (status.cell.hydra, sweep.master.get("hydra", {})):
         cwd = (source or {}).get("runtime", {}).get("cwd")
@@ -84,7 +84,7 @@ def sbatch_options(launcher: dict[str, Any]) -> list[str]:
     return opts
 
 
-def _env(sweep: Sweep, launcher: dict[str, Any]) -> dict[str, str]:
+def _env(sweep: SweepFolder, launcher: dict[str, Any]) -> dict[str, str]:
     env = dict(os.environ)
     env["WANDB_RUN_GROUP"] = sweep.group  # same group as the sweep's other runs
     env["RAG_PYTHON"] = sys.executable
@@ -95,7 +95,7 @@ def _env(sweep: Sweep, launcher: dict[str, Any]) -> dict[str, str]:
     return env
 
 
-def _record(sweep: Sweep, entry: dict[str, Any]) -> None:
+def _record(sweep: SweepFolder, entry: dict[str, Any]) -> None:
     """Append to SWEEP_DIR/resubmit.jsonl (one line per submission; jobs.status reads the latest per cell)."""
     with open(sweep.dir / RESUBMIT_LOG, "a", encoding="utf-8") as handle:
         handle.write(json.dumps(entry) + "\n")
@@ -103,7 +103,7 @@ def _record(sweep: Sweep, entry: dict[str, Any]) -> None:
         os.fsync(handle.fileno())
 
 
-def submit_slurm(sweep: Sweep, status: CellStatus, launcher: dict[str, Any], dry_run: bool = False) -> str:
+def submit_slurm(sweep: SweepFolder, status: CellStatus, launcher: dict[str, Any], dry_run: bool = False) -> str:
     logs = sweep.dir / ".resubmit"
     logs.mkdir(exist_ok=True)
     num = status.cell.num if status.cell.num is not None else "x"
@@ -124,7 +124,7 @@ def submit_slurm(sweep: Sweep, status: CellStatus, launcher: dict[str, Any], dry
     return job_id
 
 
-def run_local(sweep: Sweep, status: CellStatus, launcher: dict[str, Any], dry_run: bool = False) -> str:
+def run_local(sweep: SweepFolder, status: CellStatus, launcher: dict[str, Any], dry_run: bool = False) -> str:
     """Run the cell here, in the foreground; returns "ok" or "failed"."""
     logs = sweep.dir / ".resubmit"
     logs.mkdir(exist_ok=True)

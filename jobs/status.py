@@ -24,7 +24,7 @@ from typing import Any
 from jobs.scheduler import ACTIVE_STATES, SubmititJob, job_states, submitit_jobs, tail
 from rag.core.errors import DataError
 from rag.core.io import read_jsonl_tolerant
-from rag.sweep.cells import Cell, Sweep, load_sweep
+from rag.sweep.cells import Cell, SweepFolder, load_sweep
 
 RESUBMIT_LOG = "resubmit.jsonl"
 
@@ -46,7 +46,7 @@ class CellStatus:
                 "stderr": str(self.stderr) if self.stderr else None, "error": self.error}
 
 
-def is_local_sweep(sweep: Sweep) -> bool:
+def is_local_sweep(sweep: SweepFolder) -> bool:
     target = str(sweep.master.get("hydra", {}).get("launcher", {}).get("_target_", ""))
     return not target.endswith("SlurmLauncher")
 
@@ -63,7 +63,7 @@ def _answers(cell: Cell) -> int:
     """Answers a resume keeps: answers.jsonl (written at the end, also when metrics.json was removed since),
     plus journalled ones it does not hold yet."""
     kept = set()
-    for path in (cell.dir / "answers.jsonl", cell.dir / "answers.partial.jsonl"):
+    for path in (cell.run.answers_path, cell.run.journal_path):
         try:
             kept.update(str(row.get("id")) for row in read_jsonl_tolerant(path) if isinstance(row, dict))
         except DataError:  # a damaged file: the resume will say so; count what can be read
@@ -71,7 +71,7 @@ def _answers(cell: Cell) -> int:
     return len(kept)
 
 
-def sweep_status(sweep_dir: str | Path) -> tuple[Sweep, list[CellStatus]]:
+def sweep_status(sweep_dir: str | Path) -> tuple[SweepFolder, list[CellStatus]]:
     sweep = load_sweep(sweep_dir)
     jobs = submitit_jobs(sweep.dir)
     by_id: dict[str, SubmititJob] = {j.job_id: j for j in jobs}
@@ -108,9 +108,9 @@ def sweep_status(sweep_dir: str | Path) -> tuple[Sweep, list[CellStatus]]:
             status.state = "complete"
         elif status.scheduler_state in ACTIVE_STATES or status.scheduler_state == "RUNNING":
             status.state = "pending" if status.scheduler_state == "PENDING" else "running"
-        elif status.scheduler_state == "COMPLETED" and cell.started and (cell.dir / "answers.jsonl").is_file():
+        elif status.scheduler_state == "COMPLETED" and cell.started and cell.run.has_answers:
             status.state = "incomplete"  # the run wrote its answers, yet metrics.json is missing (removed since?)
-            status.error = (f"the job completed but {cell.dir / 'metrics.json'} is missing (removed after the "
+            status.error = (f"the job completed but {cell.run.metrics_path} is missing (removed after the "
                             f"run?); resubmitting reruns it and keeps its {status.answers} answers")
         elif cell.started or (job is not None and job.outcome == "error"):
             status.state = "failed"
@@ -128,7 +128,7 @@ def _hydra_log(cell: Cell) -> Path | None:
     return logs[0] if logs else None
 
 
-def format_table(sweep: Sweep, statuses: Sequence[CellStatus], tail_lines: int = 20) -> str:
+def format_table(sweep: SweepFolder, statuses: Sequence[CellStatus], tail_lines: int = 20) -> str:
     swept = sweep.swept_keys
     header = ["#", "state", "job", "metrics", "answers", *swept]
     rows = [[str(s.cell.num if s.cell.num is not None else "?"),

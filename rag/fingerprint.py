@@ -29,12 +29,13 @@ from rag.core.errors import ConfigError
 from rag.core.hashing import stable_hash
 from rag.core.io import atomic_write_json
 from rag.core.secrets import redact
+from rag.folders import RunFolder
 
 log = logging.getLogger(__name__)
 
-FINGERPRINT_FILE = "fingerprint.json"
+FINGERPRINT_FILE = RunFolder.FINGERPRINT
 #: files a run writes into its folder; their presence means the folder holds answers of some config
-RUN_OUTPUTS = ("answers.jsonl", "answers.partial.jsonl", "metrics.json")
+RUN_OUTPUTS = RunFolder.OUTPUTS
 RESUME_MODES = ("auto", "overwrite")
 
 #: top-level keys (and dotted keys) that never change an answer, with the reason (docs/reliability.md lists them)
@@ -127,9 +128,9 @@ def _previous(run_dir: Path) -> dict[str, Any] | None:
             return json.loads(path.read_text(encoding="utf-8"))
         except json.JSONDecodeError:
             raise ConfigError(f"{path}: unreadable fingerprint; start afresh with resume=overwrite") from None
-    legacy = run_dir / "config.json"
-    if legacy.is_file():
-        return fingerprint(json.loads(legacy.read_text(encoding="utf-8")))
+    legacy = RunFolder(run_dir)
+    if legacy.config_path.is_file():
+        return fingerprint(legacy.config())
     return None
 
 

@@ -33,6 +33,7 @@ from rag.core.secrets import (
     secrets_in_overrides,
 )
 from rag.fingerprint import check_run_dir
+from rag.folders import RunFolder
 from rag.pipeline import Pipeline, format_metrics_table
 from rag.preflight import check_config
 from rag.sweep.cells import sweep_group
@@ -78,9 +79,7 @@ def run(cfg: DictConfig, run_dir: Path, name: str | None = None, group: str | No
     try:
         metrics = pipeline.run(run_dir)
         logger = instantiate(cfg.logger)
-        from rag.core.io import read_jsonl
-
-        logger.log_run(OmegaConf.to_container(cfg, resolve=True), metrics, read_jsonl(run_dir / "answers.jsonl"),
+        logger.log_run(OmegaConf.to_container(cfg, resolve=True), metrics, RunFolder(run_dir).rows(),
                        run_dir, name=name or run_dir.name, group=group, tags=tags)
     finally:
         pipeline.close()

@@ -20,9 +20,9 @@ from hydra.utils import instantiate
 from omegaconf import DictConfig, OmegaConf
 
 from rag.core.errors import ConfigError
-from rag.core.io import JsonlJournal, atomic_write_json, atomic_write_jsonl
 from rag.core.secrets import redact
 from rag.data.dataset import Dataset
+from rag.folders import RunFolder
 from rag.generate.base import GenerationContext, GenerationInput, Generator
 from rag.judge.run import evaluate_records, judge_nodes
 from rag.llm.base import LLMEngine
@@ -37,7 +37,6 @@ from rag.records import (
     Question,
     ScoredPassage,
     build_answer_record,
-    load_answer_records,
 )
 from rag.rerank.base import Reranker
 from rag.retrieve.base import Retriever
@@ -45,10 +44,6 @@ from rag.reuse import LOADED
 from rag.stage_cache import StageCache
 
 log = logging.getLogger(__name__)
-
-ANSWERS_FILE = "answers.jsonl"
-JOURNAL_FILE = "answers.partial.jsonl"
-METRICS_FILE = "metrics.json"
 
 
 class Timer:
@@ -71,9 +66,13 @@ def _abs(path: str | None) -> str | None:
 
 
 class Pipeline:
-    """One configured run. Build with `Pipeline(cfg)`, run with `.run(run_dir)`."""
+    """One configured run. Build with `Pipeline(cfg)`, run with `.run(run_dir)`; `answer` is one batch of it.
 
-    def __init__(self, cfg: DictConfig):
+    `engine`: an engine already loaded from an equal `llm` config (the live day's cheaper rungs share one); the
+    caller keeps owning it.
+    """
+
+    def __init__(self, cfg: DictConfig, engine: LLMEngine | None = None):
         self.cfg = cfg
         self.data_dir = _abs(cfg.paths.data_dir)
         self.cache_dir = Path(_abs(cfg.paths.cache_dir))
@@ -98,8 +97,11 @@ class Pipeline:
         self.stage_cache = StageCache(self.cache_dir, enabled=cfg.cache.stages)
         self.timer = Timer()
         self.rerank_stats: dict[str, float] = {}
-        self._engine: LLMEngine | None = None
-        self._loads_before = {"retriever": _model_loads(self.retriever), "rerank": _model_loads(self.reranker)}
+        self._engine: LLMEngine | None = engine
+        if engine is not None:
+            self.engines.adopt(cfg.llm, engine)  # used, never closed, by this run
+        self._loads_before = {"retriever": _model_loads(self.retriever), "rerank": _model_loads(self.reranker),
+                              "llm": _model_loads(engine)}
         #: recall cutoffs reported after retrieval and rerank (metrics.recall_at), from one deep retrieval
         self.recall_at = sorted({int(k) for k in (cfg.get("metrics") or {}).get("recall_at") or []})
         self._cutoff_scores: dict[str, dict[str, float]] = {}
@@ -232,10 +234,11 @@ class Pipeline:
                  self.dataset.name, len(questions), self.retriever.kind, self.retriever.k, self.reranker.kind,
                  self.reranker.k, self.ordering.name, self.generator.name)
 
-        journal = JsonlJournal(run_dir / JOURNAL_FILE)
+        folder = RunFolder(run_dir)
+        journal = folder.journal()
         done = {r.id: r for r in map(AnswerRecord.from_json, journal.read())}
-        if (run_dir / ANSWERS_FILE).exists():
-            done.update({r.id: r for r in load_answer_records(run_dir / ANSWERS_FILE)})
+        if folder.has_answers:
+            done.update({r.id: r for r in folder.records()})
         retry = [i for i, r in done.items() if r.failure]  # failed answers are generated again
         for i in retry:
             del done[i]
@@ -248,15 +251,7 @@ class Pipeline:
 
         chunk = max(1, int(self.cfg.generation.chunk_size))
         for offset in range(0, len(todo), chunk):
-            part = todo[offset: offset + chunk]
-            retrieved, contexts = self.rank(part)
-            results = self.generate(part, contexts)
-            rows = [self.record(q, r, c, g) for q, r, c, g in zip(part, retrieved, contexts, results)]
-            for row in rows:
-                if self.generator.uses_llm and not row.answer.strip():
-                    row.failure = "empty_answer"
-            for row in rows:  # recall at metrics.recall_at cutoffs (rank() computed them from the deep lists)
-                row.scores.update(self._cutoff_scores.pop(row.id, {}))
+            rows = self.answer(todo[offset: offset + chunk])
             journal.append([row.to_json() for row in rows])
             done.update({row.id: row for row in rows})
         if not todo:  # still load the index so that timings are comparable between runs
@@ -279,11 +274,31 @@ class Pipeline:
         if undeclared:
             log.warning("metrics not declared in rag/metrics/registry.py: %s", ", ".join(undeclared))
 
-        atomic_write_jsonl(run_dir / ANSWERS_FILE, [r.to_json() for r in records])
-        atomic_write_json(run_dir / METRICS_FILE, metrics)
-        atomic_write_json(run_dir / "config.json", redact(OmegaConf.to_container(self.cfg, resolve=True)))
-        journal.path.unlink(missing_ok=True)
+        folder.finish(records, metrics, redact(OmegaConf.to_container(self.cfg, resolve=True)))
         return metrics
+
+    def answer(self, questions: list[Question], empty_fallback: Generator | None = None) -> list[AnswerRecord]:
+        """Rank, generate and record one batch of questions: the body of `run`'s loop, also the live day's.
+
+        An LLM generator's empty answer is marked `failure=empty_answer` (generated again on resume), or, with
+        `empty_fallback`, answered again by that generator over the same passages, its record's `fallback`
+        saying so (`empty_fallback_name`).
+        """
+        retrieved, contexts = self.rank(questions)
+        results = self.generate(questions, contexts)
+        rows = []
+        for q, r, c, g in zip(questions, retrieved, contexts, results):
+            replaced = empty_fallback is not None and not (g.answer or "").strip()
+            if replaced:
+                g = empty_fallback.generate([GenerationInput(q, list(c))], GenerationContext(engine=None))[0]
+            row = self.record(q, r, c, g)
+            if replaced:
+                row.fallback = empty_fallback_name(empty_fallback)
+            if self.generator.uses_llm and not row.answer.strip():
+                row.failure = "empty_answer"
+            row.scores.update(self._cutoff_scores.pop(row.id, {}))  # recall at metrics.recall_at cutoffs
+            rows.append(row)
+        return rows
 
     def record(self, question: Question, retrieved: list[ScoredPassage], context: list[ScoredPassage],
                result: GenerationResult) -> AnswerRecord:
@@ -308,7 +323,7 @@ class Pipeline:
         LLM usage here is the generator's engine up to now (generation, and Rank-R1 when it shares the engine);
         evaluation adds its own `eval/...` counters later.
         """
-        m: dict[str, Any] = {"n_questions": len(records), **coverage}
+        m: dict[str, Any] = {"n_questions": len(records), **coverage, "retrieval_depth": self.depth}
         splits = {"all": records, "single": [r for r in records if r.hop == "single"],
                   "multi": [r for r in records if r.hop == "multi"]}
         k_retr, k_rerank = self.retriever.k, self.reranker.k or self.retriever.k
@@ -355,6 +370,11 @@ class Pipeline:
             if part is not None and not LOADED.holds(part):  # kept ones serve the next sweep cell
                 part.close()
         self.engines.close()
+
+
+def empty_fallback_name(generator: Generator) -> str:
+    """What an answer's `fallback` says when `generator` answered in place of an empty LLM answer."""
+    return f"empty answer: {generator.name}"
 
 
 def _has_judges(cfg: DictConfig) -> bool:

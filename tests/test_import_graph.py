@@ -34,6 +34,8 @@ LAYERS: list[tuple[str, frozenset[str]]] = [
     ("ground floor", frozenset({"rag", "core"})),
     # the records flowing through a run, and the prompt templates
     ("records", frozenset({"records", "prompts"})),
+    # a run folder's files, read and written as records
+    ("run folder", frozenset({"folders"})),
     # what stages are built from: datasets and corpora, LLM engines, embedders, metric functions and names
     ("services", frozenset({"data", "llm", "embed", "metrics"})),
     # the pipeline's stages, independent of each other

@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from rag.core.io import atomic_write_jsonl
+from rag.folders import RunFolder
 from rag.records import AnswerRecord, load_answer_records
 
 _SENTENCE_END = re.compile(r"(?<=[.!?])\s+(?=[A-Z0-9\"'(\[])")
@@ -86,7 +87,7 @@ def main(argv: list[str] | None = None) -> None:
                         help="rag24: TREC 2024 RAG answers; neuclir: NeuCLIR-style reports")
     parser.add_argument("--run-id", default=None, help="run_id field (default: the run folder name)")
     args = parser.parse_args(argv)
-    answers = args.answers / "answers.jsonl" if args.answers.is_dir() else args.answers
+    answers = RunFolder(args.answers).answers_path if args.answers.is_dir() else args.answers
     out = args.out or answers.parent / f"trec_{args.format}.jsonl"
     n = export(answers, out, args.run_id or answers.parent.name, args.format)
     print(f"wrote {n} topics to {out}")

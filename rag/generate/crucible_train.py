@@ -25,6 +25,7 @@ import numpy as np
 
 from rag.core.errors import DataError, MissingDataError
 from rag.core.io import read_jsonl
+from rag.folders import RunFolder
 from rag.generate.nugget_bank import Nugget
 from rag.generate.nugget_rank import features, train_ranker
 from rag.records import read_nugget_file
@@ -35,9 +36,10 @@ NUGGET_FILES = ("nuggets/create.jsonl", "crucible/nuggets.jsonl")
 
 def run_examples(run_dir: Path, nugget_file: Path | None = None) -> list[dict[str, Any]]:
     """(request, bank nugget, number of documents, AutoNuggetizer nuggets) per bank nugget of one run."""
-    answers = run_dir / "answers.jsonl"
-    if not answers.is_file():
-        raise MissingDataError(f"{run_dir}: no answers.jsonl")
+    run = RunFolder(run_dir)
+    if not run.has_answers:
+        raise MissingDataError(f"{run_dir}: no {RunFolder.ANSWERS}")
+    answers = run.answers_path
     sources = [nugget_file] if nugget_file else [run_dir / f for f in NUGGET_FILES]
     found = next((p for p in sources if p.is_file()), None)
     if found is None:

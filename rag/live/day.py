@@ -21,18 +21,18 @@ from hydra.utils import instantiate
 from omegaconf import DictConfig, OmegaConf
 
 from rag.core.errors import ConfigError
-from rag.core.io import JsonlJournal, atomic_write_json, atomic_write_jsonl, iter_jsonl, read_jsonl
+from rag.core.io import JsonlJournal, atomic_write_json, iter_jsonl
 from rag.core.secrets import redact
+from rag.folders import RunFolder
 from rag.generate.extractive import ExtractiveGenerator
 from rag.live.guard import DeadlineGuard
 from rag.live.submission import SubmissionSpec
-from rag.pipeline import Pipeline
+from rag.pipeline import Pipeline, empty_fallback_name
 
 log = logging.getLogger(__name__)
 
 CONF_DIR = Path(__file__).resolve().parents[2] / "conf"
 STATE_FILE = "live_state.json"
-JOURNAL_FILE = "answers.partial.jsonl"
 DECISIONS_FILE = "decisions.jsonl"
 SUBMISSION_FILE = "submission.jsonl"
 #: settings a cheaper rung may lower but never raise above the run's own (e.g. a rung's k=20 on a k=10 run)
@@ -68,25 +68,6 @@ def load_live_config(overrides: list[str]) -> DictConfig:
         return OmegaConf.merge(cfg, OmegaConf.from_dotlist(dotlist))
     except Exception as err:  # noqa: BLE001 - a bad override: one line naming it
         raise ConfigError(f"live settings {overrides}: {err}") from None
-
-
-class RungPipeline(Pipeline):
-    """A Pipeline that takes an already loaded engine (rungs share the model instead of loading it again)."""
-
-    def __init__(self, cfg: DictConfig, engine: Any = None):
-        self._shared_engine = engine
-        super().__init__(cfg)
-
-    @property
-    def engine(self):
-        if self._engine is None and self._shared_engine is not None:
-            self._engine = self._shared_engine
-        return super().engine
-
-    def close(self) -> None:
-        if self._shared_engine is not None:
-            self._engine = None  # the owner closes it
-        super().close()
 
 
 class LiveDay:
@@ -136,7 +117,7 @@ class LiveDay:
                 same = OmegaConf.to_container(cfg.llm, resolve=True) == \
                     OmegaConf.to_container(self.cfg0.llm, resolve=True)
                 engine = self.pipelines[0].engine if same else None
-            self.pipelines[rung] = RungPipeline(cfg, engine=engine)
+            self.pipelines[rung] = Pipeline(cfg, engine=engine)
         return self.pipelines[rung]
 
     def _deadline_at(self) -> float:
@@ -175,16 +156,19 @@ class LiveDay:
             self.start = time.time()
             deadline_at = self._deadline_at()
         raw_ids = self._raw_ids(first)
-        journal, decisions = JsonlJournal(self.out / JOURNAL_FILE), JsonlJournal(self.out / DECISIONS_FILE)
+        folder = RunFolder(self.out)
+        journal, decisions = folder.journal(), JsonlJournal(self.out / DECISIONS_FILE)
         done = {r["id"]: r for r in journal.read()}
-        if (self.out / "answers.jsonl").is_file():
-            done.update({r["id"]: r for r in read_jsonl(self.out / "answers.jsonl")})
+        if folder.has_answers:
+            done.update({r["id"]: r for r in folder.rows()})
         for row in decisions.read():  # a resumed guard continues from the rung it had reached
             self.guard.current = max(self.guard.current, int(row["rung_index"]))
             self.guard.observe(int(row["rung_index"]), int(row["questions"]), float(row["seconds"]))
         todo = [q for q in questions if q.id not in done]
         batch_no = len(decisions.read())
         bar = tqdm(total=len(questions), initial=len(questions) - len(todo), desc="live", unit="q")
+        extractive = ExtractiveGenerator()
+        replaced = empty_fallback_name(extractive)
         try:
             while todo:
                 decision = self.guard.choose(len(todo), deadline_at - time.time())
@@ -194,17 +178,13 @@ class LiveDay:
                 engine = pipeline.engine
                 calls_before = engine.usage.calls
                 started = time.time()
-                retrieved, contexts = pipeline.rank(batch)
-                results = pipeline.generate(batch, contexts)
+                # an empty answer would fail the submission: the extractive generator answers in its place
                 rows = []
-                for q, r, c, g in zip(batch, retrieved, contexts, results):
-                    fallback = None
-                    if not (g.answer or "").strip():  # an empty answer would fail the submission: extract one
-                        g = ExtractiveGenerator().generate([_input(q, c)], None)[0]
-                        fallback = "extractive (empty answer)"
-                    row = pipeline.record(q, r, c, g).to_json()  # the answers.jsonl line (a dict)
+                for record in pipeline.answer(batch, empty_fallback=extractive):
+                    row = record.to_json()  # the answers.jsonl line (a dict)
                     row["live"] = {"rung": rung.name, "rung_index": decision.rung, "overrides": rung.overrides,
-                                   "batch": batch_no, "fallback": fallback}
+                                   "batch": batch_no,
+                                   "fallback": "extractive (empty answer)" if record.fallback == replaced else None}
                     rows.append(row)
                 seconds = time.time() - started
                 self.guard.observe(decision.rung, len(batch), seconds)
@@ -230,7 +210,6 @@ class LiveDay:
         lines = [self.spec.line(r, raw_ids.get(r["id"], r["id"])) for r in records]
         ids = [raw_ids.get(q.id, q.id) for q in questions]
         self.spec.write(self.out / SUBMISSION_FILE, lines, ids)  # validated first; raises, writes nothing if bad
-        atomic_write_jsonl(self.out / "answers.jsonl", records)
         finished = time.time()
         per_rung: dict[str, int] = {}
         for r in records:
@@ -241,19 +220,12 @@ class LiveDay:
                    "margin_s": round(deadline_at - finished, 3), "submission": str(self.out / SUBMISSION_FILE),
                    "overrides": self.overrides, "ladder": [r.__dict__ for r in self.guard.rungs]}
         atomic_write_json(self.out / "live.json", summary)
-        atomic_write_json(self.out / "config.json", redact(OmegaConf.to_container(self.cfg0, resolve=True)))
-        (self.out / JOURNAL_FILE).unlink(missing_ok=True)
+        RunFolder(self.out).finish(records, None, redact(OmegaConf.to_container(self.cfg0, resolve=True)))
         return summary
 
     def close(self) -> None:
         for rung in sorted(self.pipelines, reverse=True):  # rung 0 owns the shared engine: close it last
             self.pipelines[rung].close()
-
-
-def _input(question, context):
-    from rag.generate.base import GenerationInput
-
-    return GenerationInput(question, list(context))
 
 
 def _fmt(seconds: float) -> str:

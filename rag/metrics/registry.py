@@ -169,6 +169,8 @@ BUILTIN: tuple[MetricSpec, ...] = (
        "(_any: at least one found, _all: all found), mean over questions with gold documents", UNIT, True),
     # -- bookkeeping of the run --
     _s("n_questions", "counter", "questions in the run", NONNEG),
+    _s("retrieval_depth", "counter", "passages the retrieve stage fetched per question (the largest k the run or "
+       "its sweep needs, at most the corpus); what its latency is paid for", NONNEG),
     _s("n_{split}", "counter", "questions in a split (all, single-hop, multi-hop)", NONNEG),
     _s("gold_docs", "counter", "gold documents over all questions", NONNEG),
     _s("gold_docs_missing_from_corpus", "counter", "gold documents the corpus lacks (recall can never reach 1)",

@@ -13,6 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from rag.records import AnswerRecord
 from rag.report.data import LLMUsage, SweepData, stage_seconds
 
 
@@ -44,13 +45,12 @@ class StrategyCost:
                 "generate_seconds_per_q": round(self.generate_seconds / q, 3)}
 
 
-def needed_calls(record: dict[str, Any]) -> int:
+def needed_calls(record: AnswerRecord) -> int:
     """LLM requests one answer needed: its strategy's own count, else one if a prompt was sent."""
-    steps = record.get("steps") or {}
-    calls = steps.get("llm_calls") if isinstance(steps, dict) else None
+    calls = (record.steps or {}).get("llm_calls")
     if isinstance(calls, int) and not isinstance(calls, bool):
         return calls
-    return 1 if record.get("final_prompt") else 0
+    return 1 if record.final_prompt else 0
 
 
 def strategy_costs(sweep: SweepData) -> list[StrategyCost]:

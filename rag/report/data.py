@@ -10,7 +10,6 @@ folder (holding `answers.jsonl`), or a folder of run folders (found recursively)
 from __future__ import annotations
 
 import csv
-import json
 import logging
 import math
 from collections.abc import Mapping, Sequence
@@ -20,12 +19,11 @@ from pathlib import Path
 from typing import Any
 
 from rag.core.errors import DataError
-from rag.core.io import read_jsonl
+from rag.folders import RunFolder, read_json_file
+from rag.records import AnswerRecord
 
 log = logging.getLogger(__name__)
 
-ANSWERS_FILE = "answers.jsonl"
-METRICS_FILE = "metrics.json"
 AGREEMENT_FILE = "agreement.csv"
 #: benchmark output files the report picks up from the sweep folder (see benchmarks/latency_at_k.py)
 LATENCY_GLOB = "latency_at_k*.json"
@@ -40,26 +38,22 @@ def is_number(value: Any) -> bool:
 
 
 # -- answer records (answers.jsonl) ---------------------------------------------------------------------------
-def record_id(record: Mapping[str, Any]) -> str:
-    return str(record.get("id"))
+def record_id(record: AnswerRecord) -> str:
+    return record.id
 
 
-def record_hop(record: Mapping[str, Any]) -> str | None:
+def record_hop(record: AnswerRecord) -> str | None:
     """"single" or "multi" (DataMorgana single-doc vs two-doc), None when the dataset does not say."""
-    hop = record.get("hop")
-    return hop if hop in HOPS else None
+    return record.hop if record.hop in HOPS else None
 
 
-def record_strategy(record: Mapping[str, Any]) -> str | None:
-    return record.get("generator")
+def record_strategy(record: AnswerRecord) -> str | None:
+    return record.generator
 
 
-def judge_results(record: Mapping[str, Any]) -> dict[str, Mapping[str, Any]]:
+def judge_results(record: AnswerRecord) -> dict[str, Mapping[str, Any]]:
     """Judge name -> that judge's result for this answer (scores, or a parse-failure / skip marker)."""
-    judges = record.get("judges")
-    if not isinstance(judges, Mapping):
-        return {}
-    return {str(name): result for name, result in judges.items() if isinstance(result, Mapping)}
+    return {str(name): result for name, result in record.judges.items() if isinstance(result, Mapping)}
 
 
 def judge_field(result: Mapping[str, Any], name: str) -> Any:
@@ -75,15 +69,15 @@ def judge_failed(result: Mapping[str, Any]) -> bool:
     return bool(result.get("parse_failed"))
 
 
-def gold_doc_ids(record: Mapping[str, Any]) -> list[str]:
-    return [str(d) for d in (record.get("gold_doc_ids") or [])]
+def gold_doc_ids(record: AnswerRecord) -> list[str]:
+    return [str(d) for d in record.gold_doc_ids]
 
 
-def ranked_doc_ids(record: Mapping[str, Any], stage: str) -> list[str]:
+def ranked_doc_ids(record: AnswerRecord, stage: str) -> list[str]:
     """Document ids of a stored ranked list in rank order: stage "retrieval" (`retrieved`) or "rerank"
     (`reranked`, the list after reranking and the cut to rerank.k)."""
-    key = {"retrieval": "retrieved", "rerank": "reranked"}[stage]
-    return [str(p.get("doc_id")) for p in (record.get(key) or []) if isinstance(p, Mapping)]
+    ranked = {"retrieval": record.retrieved, "rerank": record.reranked}[stage]
+    return [str(p.get("doc_id")) for p in ranked if isinstance(p, Mapping)]
 
 
 # -- run metrics (metrics.json) -------------------------------------------------------------------------------
@@ -118,13 +112,6 @@ class LLMUsage:
 
 
 # -- runs and sweeps ------------------------------------------------------------------------------------------
-def _read_json(path: Path) -> dict[str, Any]:
-    try:
-        return json.loads(path.read_text(encoding="utf-8"))
-    except json.JSONDecodeError as err:
-        raise DataError(f"{path}:{err.lineno}: malformed JSON ({err.msg})") from None
-
-
 @dataclass
 class RunData:
     """One finished run (a sweep cell or a standalone run folder)."""
@@ -136,20 +123,27 @@ class RunData:
     #: config group -> chosen option (Hydra's runtime choices), e.g. {"retriever": "bm25", "rerank": "none"}
     choices: dict[str, str] = field(default_factory=dict)
 
+    @property
+    def folder(self) -> RunFolder:
+        return RunFolder(self.dir)
+
     @cached_property
     def config(self) -> dict[str, Any]:
         """The resolved config the run wrote (`config.json`), or {}."""
-        path = self.dir / "config.json"
-        return _read_json(path) if path.is_file() else {}
+        return self.folder.config()
 
     @cached_property
     def metrics(self) -> dict[str, Any]:
-        path = self.dir / METRICS_FILE
-        return _read_json(path) if path.is_file() else {}
+        return self.folder.metrics()
 
     @cached_property
-    def records(self) -> list[dict[str, Any]]:
-        return read_jsonl(self.dir / ANSWERS_FILE)
+    def records(self) -> list[AnswerRecord]:
+        return self.folder.records()
+
+    @property
+    def retrieval_depth(self) -> int | None:
+        """How deep the run's retrieve stage ran (`RunFolder.retrieval_depth`)."""
+        return self.folder.retrieval_depth()
 
     def _component(self, group: str) -> str:
         if group in self.choices:
@@ -179,12 +173,7 @@ class RunData:
 
     def setting(self, key: str) -> Any:
         """A dotted config value (`retriever.k`), or None."""
-        node: Any = self.config
-        for part in key.split("."):
-            if not isinstance(node, Mapping) or part not in node:
-                return None
-            node = node[part]
-        return node
+        return self.folder.setting(key)
 
     @property
     def n_questions(self) -> int:
@@ -222,7 +211,7 @@ class SweepData:
 
     def input_files(self) -> list[Path]:
         """Everything the report is computed from (for deciding whether a written report is up to date)."""
-        files = [p for r in self.runs for p in (r.dir / ANSWERS_FILE, r.dir / METRICS_FILE) if p.is_file()]
+        files = [p for r in self.runs for p in (r.folder.answers_path, r.folder.metrics_path) if p.is_file()]
         files += [p for p in (self.dir / AGREEMENT_FILE,) if p.is_file()]
         return files + [p for p in self.dir.glob(LATENCY_GLOB)]
 
@@ -250,7 +239,7 @@ def read_agreement(path: Path) -> list[dict[str, Any]]:
 
 def read_latency(path: Path) -> dict[str, Any]:
     """A benchmarks/latency_at_k.py result: {"machine", "retrievers": {name: {...}}, "rerankers": {...}}."""
-    data = _read_json(path)
+    data = read_json_file(path)
     if not isinstance(data, Mapping) or not ({"retrievers", "rerankers"} & set(data)):
         raise DataError(f"{path}: not a latency_at_k result (no 'retrievers' / 'rerankers')")
     return dict(data)
@@ -277,26 +266,27 @@ def load(path: str | Path) -> SweepData:
     root = Path(path).expanduser().resolve()
     if not root.is_dir():
         raise DataError(f"{root}: no such folder (expected a sweep folder or a run folder)")
-    if (root / ANSWERS_FILE).is_file():
+    if RunFolder(root).has_answers:
         run = RunData(name=root.name, dir=root, choices=_hydra_choices(root))
-        return SweepData(dir=root, runs=[run] if (root / METRICS_FILE).is_file() else [])
+        return SweepData(dir=root, runs=[run] if RunFolder(root).complete else [])
     sweep = load_sweep(root)
     runs: list[RunData] = []
     unfinished: dict[str, str] = {}
     for cell in sweep.cells:
-        if cell.complete and (cell.dir / ANSWERS_FILE).is_file():
+        if cell.complete and cell.run.has_answers:
             runs.append(RunData(name=cell.name, dir=cell.dir, values=cell.values, choices=_hydra_choices(cell.dir)))
         else:
             unfinished[cell.name] = "not started" if not cell.started else "incomplete"
     swept = sweep.swept_keys
     if not sweep.cells:  # not a Hydra sweep: any run folders below
-        for answers in sorted(root.rglob(ANSWERS_FILE)):
-            if (answers.parent / METRICS_FILE).is_file() and "report" not in answers.parts:
+        for answers in sorted(root.rglob(RunFolder.ANSWERS)):
+            if RunFolder(answers.parent).complete and "report" not in answers.parts:
                 run_dir = answers.parent
                 runs.append(RunData(name=str(run_dir.relative_to(root)), dir=run_dir,
                                     choices=_hydra_choices(run_dir)))
     if not runs and not unfinished:
-        raise DataError(f"{root}: no finished runs found (no folder with {ANSWERS_FILE} and {METRICS_FILE})")
+        raise DataError(f"{root}: no finished runs found (no folder with {RunFolder.ANSWERS} and "
+                        f"{RunFolder.METRICS})")
     return SweepData(dir=root, runs=runs, swept=swept, unfinished=unfinished)
 
 

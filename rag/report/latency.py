@@ -5,7 +5,7 @@ Two sources, plotted together and labelled apart:
   1..300 reranked candidates, the data of RAGtifier's Fig. 5;
 - the sweep's own stage timings (metrics.json `time/retrieve_s`, `time/rerank_s`), as mean seconds per
   question, only for runs whose stage really computed every question (no stage-cache hits), at the depth the
-  stage ran at (retrieval runs at `max(retriever.k, cache.retrieval_depth)`).
+  stage ran at (the `retrieval_depth` the pipeline records).
 """
 
 from __future__ import annotations
@@ -72,7 +72,7 @@ def sweep_curves(sweep: SweepData) -> list[LatencyCurve]:
                 continue
             if kind == "retriever":
                 name = run.retriever
-                k = max(int(run.setting("retriever.k") or 0), int(run.setting("cache.retrieval_depth") or 0))
+                k = run.retrieval_depth or 0
             else:
                 if run.reranker in ("none", "NoRerank"):
                     continue

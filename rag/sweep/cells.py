@@ -7,7 +7,6 @@ node failure, submission error) still shows up, with the folder it would have ha
 
 from __future__ import annotations
 
-import json
 import logging
 from dataclasses import dataclass, field
 from functools import cached_property
@@ -16,11 +15,10 @@ from typing import Any
 
 import yaml
 
-log = logging.getLogger(__name__)
+from rag.core.errors import DataError
+from rag.folders import RunFolder
 
-METRICS_FILE = "metrics.json"
-ANSWERS_FILE = "answers.jsonl"
-JOURNAL_FILE = "answers.partial.jsonl"
+log = logging.getLogger(__name__)
 
 
 def split_override(override: str) -> tuple[str, str]:
@@ -57,27 +55,27 @@ class Cell:
         return dict(split_override(o) for o in self.overrides)
 
     @property
+    def run(self) -> RunFolder:
+        """The cell's run folder (answers, metrics, config)."""
+        return RunFolder(self.dir)
+
+    @property
     def complete(self) -> bool:
-        return (self.dir / METRICS_FILE).is_file()
+        return self.run.complete
 
     @cached_property
     def metrics(self) -> dict[str, Any] | None:
-        path = self.dir / METRICS_FILE
-        if not path.is_file():
+        if not self.run.complete:
             return None
         try:
-            return json.loads(path.read_text(encoding="utf-8"))
-        except json.JSONDecodeError:
-            log.warning("unreadable %s", path)
+            return self.run.metrics()
+        except DataError:
+            log.warning("unreadable %s", self.run.metrics_path)
             return None
 
     def journal_lines(self) -> int:
         """Answers journalled by an unfinished run (what a resume keeps)."""
-        path = self.dir / JOURNAL_FILE
-        if not path.is_file():
-            return 0
-        with open(path, "rb") as handle:
-            return sum(1 for line in handle if line.endswith(b"\n"))
+        return self.run.journal_lines()
 
     @cached_property
     def hydra(self) -> dict[str, Any]:
@@ -96,8 +94,8 @@ class Cell:
 
 
 @dataclass
-class Sweep:
-    """A sweep folder: the master config from `multirun.yaml` and its cells."""
+class SweepFolder:
+    """A sweep folder: the master config from `multirun.yaml` and its cells (each a `RunFolder`)."""
 
     dir: Path
     cells: list[Cell]
@@ -189,7 +187,7 @@ def _subdir(num: int, overrides: list[str], master: dict[str, Any]) -> str:
     return name if "${" not in name else f"{num}_{masked}"
 
 
-def load_sweep(sweep_dir: str | Path) -> Sweep:
+def load_sweep(sweep_dir: str | Path) -> SweepFolder:
     """Started cells plus expected-but-missing ones, ordered by job number."""
     sweep_dir = Path(sweep_dir).expanduser().resolve()
     if not sweep_dir.is_dir():
@@ -222,7 +220,7 @@ def load_sweep(sweep_dir: str | Path) -> Sweep:
             if frozenset(overrides) not in have:
                 cells.append(Cell(dir=sweep_dir / _subdir(num, overrides, master), overrides=overrides, num=num))
     cells.sort(key=lambda c: (c.num is None, c.num if c.num is not None else 0, c.name))
-    return Sweep(dir=sweep_dir, cells=cells, master=master)
+    return SweepFolder(dir=sweep_dir, cells=cells, master=master)
 
 
 def sweep_group(sweep_dir: str | Path) -> str:
