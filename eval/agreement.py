@@ -44,6 +44,7 @@ from scipy.stats import kendalltau
 
 from rag.core.io import atomic_write_text
 from rag.folders import RunFolder
+from rag.judge.run import declare_saved_specs
 from rag.metrics.registry import REGISTRY
 
 log = logging.getLogger(__name__)
@@ -192,6 +193,8 @@ def find_run_dirs(paths: Sequence[Path]) -> list[Path]:
 
 def load_run(path: Path, name: str | None = None) -> Run:
     folder = RunFolder(path)
+    for problem in declare_saved_specs(folder.saved_config):  # the run's judges name their metrics here too
+        log.warning("%s: %s", path, problem)
     run = Run(name=name or path.name, path=path, metrics=folder.metrics())
     for record in folder.records():
         run.topics[record.id] = record.evaluation_values()

@@ -18,6 +18,7 @@ from __future__ import annotations
 import argparse
 import csv
 import io
+import json
 import logging
 import math
 from collections.abc import Sequence
@@ -27,6 +28,7 @@ from typing import Any
 
 from rag.core.hashing import stable_hash
 from rag.core.io import atomic_write_json, atomic_write_text
+from rag.judge.run import declare_saved_specs
 from rag.metrics.registry import REGISTRY
 from rag.sweep.cells import Cell, SweepFolder, load_sweep
 
@@ -111,10 +113,26 @@ def _status(cell: Cell) -> str:
     return f"incomplete ({cell.journal_lines()} answers)"
 
 
+def declare_cell_specs(sweep: SweepFolder) -> None:
+    """The cells' judges and metrics declare their metric names (once per distinct config), as in the cells."""
+    seen: set[str] = set()
+    for cell in sweep.cells:
+        if not cell.complete:
+            continue
+        config = cell.run.saved_config
+        key = json.dumps({k: config.get(k) for k in ("judge", "metrics")}, sort_keys=True, default=str)
+        if key in seen:
+            continue
+        seen.add(key)
+        for problem in declare_saved_specs(config):
+            log.warning("%s: %s (its metrics are listed, not ranked)", cell.name, problem)
+
+
 def collect(sweep_dir: str | Path) -> SweepSummary:
     """Read every cell's overrides and metrics.json into one table and find the best cell per metric."""
     sweep = load_sweep(sweep_dir)
     swept = sweep.swept_keys
+    declare_cell_specs(sweep)
     metric_names: list[str] = []
     for cell in sweep.cells:
         for key, value in (cell.metrics or {}).items():

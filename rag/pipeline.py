@@ -27,9 +27,9 @@ from rag.generate.base import GenerationContext, GenerationInput, Generator
 from rag.judge.run import evaluate_records, judge_nodes
 from rag.llm.base import LLMEngine
 from rag.llm.factory import EngineFactory, build_engine
-from rag.metrics.qa import best_over_golds, exact_match, token_f1
+from rag.metrics.base import AnswerMetric, RunShape, ScoredAnswer, build_metrics
 from rag.metrics.registry import REGISTRY
-from rag.metrics.retrieval import cutoff_metrics, gold_found, recall_at_cutoffs
+from rag.metrics.retrieval import cutoff_metrics, recall_at_cutoffs
 from rag.order.ordering import Ordering
 from rag.records import (
     AnswerRecord,
@@ -102,6 +102,8 @@ class Pipeline:
             self.engines.adopt(cfg.llm, engine)  # used, never closed, by this run
         self._loads_before = {"retriever": _model_loads(self.retriever), "rerank": _model_loads(self.reranker),
                               "llm": _model_loads(engine)}
+        #: the per-answer metrics the `metrics` group composed (F1, EM, gold recall by default)
+        self.answer_metrics: list[AnswerMetric] = build_metrics(cfg.get("metrics"))
         #: recall cutoffs reported after retrieval and rerank (metrics.recall_at), from one deep retrieval
         self.recall_at = sorted({int(k) for k in (cfg.get("metrics") or {}).get("recall_at") or []})
         self._cutoff_scores: dict[str, dict[str, float]] = {}
@@ -305,16 +307,10 @@ class Pipeline:
         """One answers.jsonl line: the LiveRAG submission fields, then ours (`rag.records.AnswerRecord`)."""
         used = result.passages if result.passages is not None else (
             self.ordering.order(context) if self.generator.uses_ordering else context)
-        golds = [question.answer, *question.answer_aliases] if question.answer is not None else []
+        item = ScoredAnswer(question, result.answer, retrieved, context, from_llm=self.generator.uses_llm)
         scores: dict[str, float] = {}
-        if golds and self.generator.uses_llm:
-            scores["f1"] = best_over_golds(token_f1, result.answer, golds)
-            scores["em"] = best_over_golds(exact_match, result.answer, golds)
-        if question.gold_doc_ids:
-            for stage, ranked in (("retrieval", retrieved), ("rerank", context)):
-                frac, any_found, all_found = gold_found(question.gold_doc_ids, ranked, len(ranked))
-                scores.update({f"recall_{stage}": frac, f"recall_{stage}_any": any_found,
-                               f"recall_{stage}_all": all_found})
+        for metric in self.answer_metrics:
+            scores.update(metric.score(item))
         return build_answer_record(question, retrieved, context, used, result, self.generator.name, scores)
 
     def metrics(self, records: list[AnswerRecord], coverage: dict[str, int]) -> dict[str, Any]:
@@ -326,16 +322,11 @@ class Pipeline:
         m: dict[str, Any] = {"n_questions": len(records), **coverage, "retrieval_depth": self.depth}
         splits = {"all": records, "single": [r for r in records if r.hop == "single"],
                   "multi": [r for r in records if r.hop == "multi"]}
-        k_retr, k_rerank = self.retriever.k, self.reranker.k or self.retriever.k
+        shape = RunShape(k_retrieval=self.retriever.k, k_rerank=self.reranker.k or self.retriever.k)
+        names = {key: name for metric in self.answer_metrics for key, name in metric.run_metrics(shape).items()}
         for split, rows in splits.items():
             m[f"n_{split}"] = len(rows)
-            for key, name in (("f1", "answer/f1"), ("em", "answer/em"),
-                              ("recall_retrieval", f"recall/retrieval@{k_retr}"),
-                              ("recall_retrieval_any", f"recall/retrieval@{k_retr}_any"),
-                              ("recall_retrieval_all", f"recall/retrieval@{k_retr}_all"),
-                              ("recall_rerank", f"recall/rerank@{k_rerank}"),
-                              ("recall_rerank_any", f"recall/rerank@{k_rerank}_any"),
-                              ("recall_rerank_all", f"recall/rerank@{k_rerank}_all")):
+            for key, name in names.items():
                 values = [r.scores[key] for r in rows if key in r.scores]
                 if values:
                     m[f"{name}/{split}"] = round(mean(values), 6)

@@ -15,7 +15,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from rag.core.errors import ConfigError
+from rag.core.errors import ConfigError, DataError
 from rag.core.io import atomic_write_text
 from rag.judge.base import EvalContext, Judge
 from rag.llm.base import Usage
@@ -74,6 +74,21 @@ def build_judges(judge_cfg: Any) -> list[Judge]:
         for spec in judge.metric_specs():
             REGISTRY.declare(spec, first=True, replace=True)
     return judges
+
+
+def declare_saved_specs(config: Mapping[str, Any]) -> list[str]:
+    """Declare to the registry the metric names a saved run config's judges and metrics write, so a process
+    that never ran them (the sweep summary after a SLURM sweep, `python -m eval.agreement`) names and ranks
+    their metrics as the run did; returns one line per component that could not be built (then left out)."""
+    from rag.metrics.base import build_metrics
+
+    problems = []
+    for what, build in (("judge", build_judges), ("metrics", build_metrics)):
+        try:
+            build(config.get(what))
+        except (ConfigError, DataError, OSError, ImportError, TypeError, ValueError) as err:
+            problems.append(f"{what}: {err}")
+    return problems
 
 
 def _sum_usage(usages: Sequence[Usage]) -> Usage:

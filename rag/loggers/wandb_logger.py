@@ -22,8 +22,15 @@ from rag.records import AnswerRecord
 
 log = logging.getLogger(__name__)
 
-#: answers-table columns: short, readable fields (prompts and passages stay in answers.jsonl)
-TABLE_COLUMNS = ("id", "hop", "question", "answer", "gold_answer", "f1", "em", "recall_rerank", "parse_failed")
+#: answers-table columns: short, readable fields (prompts and passages stay in answers.jsonl); then every
+#: per-answer metric's scores, `parse_failed` and every judge's values
+TABLE_COLUMNS = ("id", "hop", "question", "answer", "gold_answer")
+
+
+def score_columns(records: Sequence[AnswerRecord]) -> list[str]:
+    """The per-answer metrics' score keys, in first-seen order; recall at the extra `metrics.recall_at`
+    cutoffs (`recall_<stage>@<k>...`) stays in answers.jsonl, one column per cutoff would drown the table."""
+    return list(dict.fromkeys(k for r in records for k in r.scores if "@" not in k))
 
 
 def answers_table_rows(records: Sequence[AnswerRecord], max_chars: int = 2000
@@ -36,13 +43,14 @@ def answers_table_rows(records: Sequence[AnswerRecord], max_chars: int = 2000
         found.update(r.judge_values())
         references.update(r.reference_evaluations())
     evals = sorted(found - references) + sorted(found & references)
+    scores = score_columns(records)
     rows = []
     for r in records:
         values = r.judge_values()
-        row = [r.id, r.hop, r.question, r.answer, r.gold_answer, r.scores.get("f1"), r.scores.get("em"),
-               r.scores.get("recall_rerank"), r.parse_failed, *(values.get(e) for e in evals)]
+        row = [r.id, r.hop, r.question, r.answer, r.gold_answer, *(r.scores.get(k) for k in scores), r.parse_failed,
+               *(values.get(e) for e in evals)]
         rows.append([v[:max_chars] if isinstance(v, str) else v for v in row])
-    return [*TABLE_COLUMNS, *evals], rows
+    return [*TABLE_COLUMNS, *scores, "parse_failed", *evals], rows
 
 
 def swept_keys_of(sweep_dir: Path) -> set[str] | None:

@@ -2,6 +2,8 @@
 
 For questions with several gold documents (DataMorgana two-doc, HotpotQA, MuSiQue) we report "any" (at least
 one gold document found) and "all" (every gold document found), as RAGtifier's Fig. 4 does for multi-hop.
+`GoldRecall` is the per-answer metric (`conf/metrics/recall.yaml`) at the run's own depths, after retrieval
+and after rerank; `metrics.recall_at` adds recall at further cutoffs from the same deep retrieval.
 """
 
 from __future__ import annotations
@@ -9,6 +11,8 @@ from __future__ import annotations
 import re
 from typing import Any
 
+from rag.metrics.base import AnswerMetric, RunShape, ScoredAnswer
+from rag.metrics.registry import BUILTIN, MetricSpec
 from rag.records import ScoredPassage
 
 
@@ -67,3 +71,33 @@ def _metric_order(name: str) -> tuple:
     stage, rest = name.split("/")[1].split("@")
     k, _, kind = rest.partition("_")
     return name.split("/")[2], stage != "retrieval", int(k), kind
+
+
+class GoldRecall(AnswerMetric):
+    """Gold-document recall of the retrieved top k and of the reranked, cut list: `recall_<stage>` (fraction
+    found), `_any`, `_all` per answer; run means `recall/<stage>@<k>[_any|_all]/<split>`."""
+
+    STAGES = ("retrieval", "rerank")
+    MODES = ("", "_any", "_all")
+
+    def __init__(self, name: str = "recall"):
+        super().__init__(name)
+
+    def score(self, item: ScoredAnswer) -> dict[str, float]:
+        gold = item.question.gold_doc_ids
+        if not gold:
+            return {}
+        out: dict[str, float] = {}
+        for stage, ranked in (("retrieval", item.retrieved), ("rerank", item.context)):
+            frac, any_found, all_found = gold_found(gold, ranked, len(ranked))
+            out.update({f"recall_{stage}": frac, f"recall_{stage}_any": any_found, f"recall_{stage}_all": all_found})
+        return out
+
+    def run_metrics(self, shape: RunShape) -> dict[str, str]:
+        ks = {"retrieval": shape.k_retrieval, "rerank": shape.k_rerank}
+        return {f"recall_{stage}{mode}": f"recall/{stage}@{ks[stage]}{mode}" for stage in self.STAGES
+                for mode in self.MODES}
+
+    def metric_specs(self) -> list[MetricSpec]:
+        """The registry's own recall entry (it also names `metrics.recall_at`'s cutoffs)."""
+        return [s for s in BUILTIN if s.pattern == "recall/{stage}@{k}{mode}/{split}"]

@@ -16,6 +16,8 @@ from rag.data.corpus import Corpus
 from rag.generate.base import GenerationContext, GenerationInput, Generator, cut_words
 from rag.llm.base import Completion, LLMEngine, LLMRequest
 from rag.llm.cache import ResponseCache
+from rag.metrics.base import AnswerMetric, RunShape, ScoredAnswer
+from rag.metrics.registry import MetricSpec
 from rag.records import GenerationResult, ScoredPassage, with_ranks
 from rag.rerank.base import Reranker
 from rag.retrieve.base import Retriever
@@ -138,3 +140,26 @@ class EchoEngine(LLMEngine):
             self._completed(i, completion)
             out.append(completion)
         return out
+
+
+class CitedPassageShare(AnswerMetric):
+    """A per-answer metric: the share of the generator's passages whose document the answer's words overlap
+    (a crude groundedness proxy, real on real answers), run means as `grounded/passage_share/<split>`."""
+
+    def __init__(self, name: str = "passage_share", min_overlap: int = 2):
+        super().__init__(name)
+        self.min_overlap = min_overlap
+
+    def score(self, item: ScoredAnswer) -> dict[str, float]:
+        if not item.answer.strip() or not item.context:
+            return {}
+        words = word_set(item.answer, 3)
+        hits = [len(words & word_set(p.passage.text, 3)) >= self.min_overlap for p in item.context]
+        return {self.name: sum(hits) / len(hits)}
+
+    def run_metrics(self, shape: RunShape) -> dict[str, str]:
+        return {self.name: f"grounded/{self.name}"}
+
+    def metric_specs(self) -> list[MetricSpec]:
+        return [MetricSpec(f"grounded/{self.name}/{{split}}", "per_answer",
+                           "share of the generator's passages the answer overlaps", (0.0, 1.0), True)]

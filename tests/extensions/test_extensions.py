@@ -1,12 +1,15 @@
 """Extending the toolkit is one class plus one YAML, nothing else touched: a retriever, a reranker, a strategy
-(generator) and an engine are each added from this test folder (`components.py`, `conf/<group>/<name>.yaml`),
+(generator), an engine and a per-answer metric are each added from this test folder (`components.py`, `conf/<group>/<name>.yaml`),
 selected with an ordinary group override through `hydra.searchpath`, and run by the real pipeline on the
 default dataset (LiveRAG dev questions over the FineWeb sample)."""
 
 from __future__ import annotations
 
+import csv
 import json
 import re
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -17,6 +20,7 @@ from rag.pipeline import Pipeline
 from rag.preflight import check_config
 from tests.conftest import ROOT, compose_config
 from tests.extensions.components import (
+    CitedPassageShare,
     EchoEngine,
     FirstSentenceGenerator,
     PassageLengthReranker,
@@ -30,7 +34,8 @@ SEARCHPATH = f"hydra.searchpath=[file://{EXT_CONF}]"
 EXTENSIONS = [("retriever", "word_overlap", WordOverlapRetriever),
               ("rerank", "passage_length", PassageLengthReranker),
               ("generator", "first_sentence", FirstSentenceGenerator),
-              ("llm", "echo", EchoEngine)]
+              ("llm", "echo", EchoEngine),
+              ("metrics", "passage_share", CitedPassageShare)]
 
 
 def _compose(cache: Path, *overrides: str) -> DictConfig:
@@ -160,3 +165,40 @@ def test_an_engine_from_the_test_folder(data_dir, shared_cache, tmp_path):
     assert metrics["prompt_tokens"] == sum(len(r["final_prompt"].split()) for r in records)
     assert metrics["completion_tokens"] == 16
     assert "answer/f1/all" in metrics and metrics["llm_seconds"] >= 0
+
+
+def test_a_metric_from_the_test_folder(data_dir, tmp_path):
+    """The pipeline scores with it, the registry knows its run metric, the sweep summary ranks it in a process
+    that never built it, and the W&B logger sets its goal (a test judge is shown the same way in
+    tests/eval/test_new_judge_everywhere.py)."""
+    from rag.loggers.wandb_logger import WandbLogger
+    from rag.metrics.registry import REGISTRY
+    from tests.cluster.helpers import offline_runs, read_wandb_run
+
+    cfg = _compose(tmp_path / "cache", "generator=first_sentence", "metrics=[recall,passage_share]",
+                   "dataset.limit=2")
+    run_dir = tmp_path / "sweep" / "0_cell"
+    pipeline, metrics, records = _run(cfg, run_dir)
+    assert [type(m).__name__ for m in pipeline.answer_metrics] == ["GoldRecall", "CitedPassageShare"]
+    for record in records:  # the first sentence of the top passage overlaps that passage at least
+        assert 0.0 < record["scores"]["passage_share"] <= 1.0 and "f1" not in record["scores"]
+    mean = sum(r["scores"]["passage_share"] for r in records) / len(records)
+    assert metrics["grounded/passage_share/all"] == round(mean, 6)
+    assert "answer/f1/all" not in metrics and "recall/retrieval@20/all" in metrics  # only what the list composed
+    assert not REGISTRY.undeclared(metrics)
+
+    # a fresh process (as after a SLURM sweep) knows the metric only from the cell's saved config
+    (run_dir / ".hydra").mkdir()
+    (run_dir / ".hydra" / "overrides.yaml").write_text("- metrics=[recall,passage_share]\n")
+    done = subprocess.run([sys.executable, "-m", "eval.summary", str(tmp_path / "sweep"), "--no-wandb"],
+                          cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+    with open(tmp_path / "sweep" / "best.csv", encoding="utf-8") as handle:
+        best = {row["metric"]: row for row in csv.DictReader(handle)}
+    assert best["grounded/passage_share/all"]["direction"] == "max"
+    assert best["grounded/passage_share/all"]["best_cells"] == "0_cell"
+
+    WandbLogger(project="ext", mode="offline").log_run({"metrics": "x"}, metrics, records, tmp_path / "wb",
+                                                       name="metric-test")
+    logged = read_wandb_run(offline_runs(tmp_path / "wb")[0])
+    assert logged["summary"]["grounded/passage_share/all"] == metrics["grounded/passage_share/all"]
