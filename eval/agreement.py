@@ -34,7 +34,8 @@ import io
 import itertools
 import logging
 import math
-from collections.abc import Sequence
+import sys
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -46,6 +47,7 @@ from rag.core.io import atomic_write_text
 from rag.folders import RunFolder
 from rag.judge.run import declare_saved_specs
 from rag.metrics.registry import REGISTRY
+from rag.records import result_values
 
 log = logging.getLogger(__name__)
 
@@ -208,6 +210,54 @@ def _run_names(paths: Sequence[Path]) -> list[str]:
         return [paths[0].name]
     common = Path(*[parts[0] for parts in zip(*(p.parts for p in paths)) if len(set(parts)) == 1])
     return [str(p.relative_to(common)) if p != common else p.name for p in paths]
+
+
+# -- one yardstick per topic ----------------------------------------------------------------------------------
+#: makes one nugget set per topic for a sweep and re-scores its cells against it (`eval.pool`)
+POOL_COMMAND = "python -m eval.pool sweep_dir=<SWEEP>"
+
+
+class NuggetSetMismatch(ValueError):
+    """Runs were scored against different nugget sets on a topic: their nugget scores are different rulers."""
+
+
+def nugget_sets(run: Run) -> dict[str, dict[str, str]]:
+    """Evaluation -> topic -> the `nugget_set` hash its judge result recorded (read from the run's answers);
+    results without one (files written before the hash existed) are left out: unknown, not checked."""
+    out: dict[str, dict[str, str]] = {}
+    if run.path is None or not RunFolder(run.path).has_answers:
+        return out
+    for record in RunFolder(run.path).records():
+        for name, result in record.judges.items():
+            value = result.get("nugget_set") if isinstance(result, Mapping) else None
+            if isinstance(value, str):
+                for evaluation in result_values(name, result):
+                    out.setdefault(evaluation, {})[record.id] = value
+    return out
+
+
+def check_nugget_sets(runs: Sequence[Run], evaluations: Sequence[str]) -> None:
+    """Refuse to pair runs whose results for one of `evaluations` were scored against different nugget sets on
+    some topic: one NuggetSetMismatch, one line, naming the topic and how many sets (AutoNuggetizer scores every
+    run against one set per topic)."""
+    if len(runs) < 2:
+        return
+    wanted = set(evaluations)
+    seen: dict[str, dict[str, set[str]]] = {}
+    for run in runs:
+        for evaluation, topics in nugget_sets(run).items():
+            if evaluation in wanted:
+                for topic, value in topics.items():
+                    seen.setdefault(evaluation, {}).setdefault(topic, set()).add(value)
+    for evaluation in sorted(seen):
+        differ = sorted(t for t, values in seen[evaluation].items() if len(values) > 1)
+        if differ:
+            first = differ[0]
+            raise NuggetSetMismatch(
+                f"{evaluation}: topic {first!r} was scored against {len(seen[evaluation][first])} distinct nugget "
+                f"sets across {len(runs)} runs ({len(differ)} of {len(seen[evaluation])} topics differ), so the "
+                f"runs' nugget scores do not compare; make one nugget set per topic and re-score the cells: "
+                f"{POOL_COMMAND}")
 
 
 # -- agreement ------------------------------------------------------------------------------------------------
@@ -441,6 +491,7 @@ def agreement_matrix(runs: Sequence[Run], rows: Sequence[str] | None = None, col
         default_rows, default_cols = default_axes(runs)
         rows = default_rows if rows is None else rows
         cols = default_cols if cols is None else cols
+    check_nugget_sets(runs, [*rows, *cols])
     pairs = [pair_agreement(runs, a, b, n_boot=n_boot, seed=seed, confidence=confidence, reference=reference)
              for a in rows for b in cols if a != b]
     return Agreement(list(runs), list(rows), list(cols), pairs, confidence)
@@ -450,6 +501,7 @@ def agreement_table(runs: Sequence[Run], names: Sequence[str], reference: str | 
                     seed: int = 0, confidence: float = 0.95) -> list[PairAgreement]:
     """All pairs of `names` (tau_ap_a's reference chosen by `choose_reference`), or `reference` (an evaluation's
     name, then the reference of every pair) against each other one."""
+    check_nugget_sets(runs, names)
     if reference is not None:
         pairs = [(reference, n) for n in names if n != reference]
     else:
@@ -633,6 +685,20 @@ def main(argv: Sequence[str] | None = None) -> int:
     runs = [load_run(p, n) for p, n in zip(dirs, _run_names(dirs))]
     if len(runs) < MIN_RUNS:
         log.warning("only %d runs: a run-level tau needs at least %d and is NaN", len(runs), MIN_RUNS)
+    try:
+        agreement = _agreement(parser, args, runs)
+    except NuggetSetMismatch as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 2
+    atomic_write_text(args.out / "agreement.csv", to_csv(agreement.pairs))
+    atomic_write_text(args.out / "agreement.md", to_markdown(agreement))
+    heatmap_png(agreement, args.out / "agreement.png")
+    print(to_markdown(agreement))
+    return 0
+
+
+def _agreement(parser: argparse.ArgumentParser, args: argparse.Namespace, runs: list[Run]) -> Agreement:
+    """The command line's pairs: every pair of `--metrics`, else the (filtered) matrix."""
     if args.metrics:
         names = evaluations(runs, args.metrics)
         if args.reference is not None and args.reference not in names:
@@ -650,11 +716,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                                      confidence=args.confidence, reference=args.reference or "auto")
         if not agreement.pairs:
             parser.error("no pair of per-answer evaluations present in every run (judges x nuggets by default)")
-    atomic_write_text(args.out / "agreement.csv", to_csv(agreement.pairs))
-    atomic_write_text(args.out / "agreement.md", to_markdown(agreement))
-    heatmap_png(agreement, args.out / "agreement.png")
-    print(to_markdown(agreement))
-    return 0
+    return agreement
 
 
 if __name__ == "__main__":

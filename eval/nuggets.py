@@ -73,6 +73,12 @@ def nugget_scores(nuggets: Sequence[Mapping[str, Any]]) -> dict[str, float]:
             "all": partial(nuggets)}
 
 
+def nugget_set_hash(nuggets: Sequence[Mapping[str, Any]]) -> str:
+    """The identity of a nugget set (each nugget's text and importance, in order): answers whose results carry the
+    same hash were scored against the same yardstick (`eval.agreement` checks it across runs)."""
+    return stable_hash([[str(n.get("text", "")), str(n.get("importance", ""))] for n in nuggets], length=16)
+
+
 def score_assign_records(records: Iterable[Mapping[str, Any]]) -> tuple[list[dict[str, Any]], dict[str, float]]:
     """Score nuggetizer-style assign records: per-record scores (with qid) and the run means over records."""
     per = [{"qid": r.get("qid"), **nugget_scores(r.get("nuggets") or [])} for r in records]
@@ -369,7 +375,9 @@ class NuggetJudge(Judge):
         assign_rows = []
         skipped = 0
         for i, (record, nset, topic) in enumerate(zip(records, sets, topics)):
-            base = {"source": topic.source, "importance_failures": nset.importance_failures,
+            # nuggets from a file (pooled over a sweep, or made elsewhere) are not this record's own passages
+            source = "nugget_file" if nuggetizer.external is not None else topic.source
+            base = {"source": source, "importance_failures": nset.importance_failures,
                     "create_failures": nset.create_failures}
             if nset.failure in ("no_passages", "not_in_nugget_file"):
                 skipped += 1
@@ -384,7 +392,8 @@ class NuggetJudge(Judge):
             # more failures never gets a mean over other topics
             failed = {"failure_stage": "assign", "failed_windows": result.failed_windows} \
                 if result.failed_windows else {}
-            self.store(record, {**base, **nugget_scores(result.nuggets), "n_nuggets": len(result.nuggets),
+            self.store(record, {**base, **nugget_scores(result.nuggets), "nugget_set": nugget_set_hash(nset.nuggets),
+                                "n_nuggets": len(result.nuggets),
                                 "n_vital": sum(1 for n in result.nuggets if n["importance"] == "vital"),
                                 **failed, "assignments": result.nuggets})
             assign_rows.append({"query": nset.query, "qid": nset.qid, "answer_text": record.answer,

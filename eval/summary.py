@@ -66,6 +66,8 @@ class SweepSummary:
     agreement_md: str | None = None
     #: eval.agreement.Agreement when computed (the matrix and every pair)
     agreement: Any = None
+    #: why no agreement table: the cells were scored against different nugget sets (`eval.agreement`'s one line)
+    agreement_refused: str | None = None
     files: dict[str, Path] = field(default_factory=dict)
 
     @property
@@ -172,6 +174,7 @@ def add_agreement(summary: SweepSummary, patterns: Sequence[str] = (), n_boot: i
     try:
         from eval.agreement import (
             Agreement,
+            NuggetSetMismatch,
             agreement_matrix,
             agreement_table,
             evaluations,
@@ -203,6 +206,10 @@ def add_agreement(summary: SweepSummary, patterns: Sequence[str] = (), n_boot: i
         summary.agreement = agreement
         summary.agreement_csv = to_csv(agreement.pairs)
         summary.agreement_md = agreement_markdown(agreement)
+    except NuggetSetMismatch as err:  # different rulers: no table, the line says what to run
+        summary.agreement_refused = str(err).replace("<SWEEP>", str(summary.sweep.dir))
+        log.warning("no agreement table: %s", summary.agreement_refused)
+        return False
     except Exception as err:  # noqa: BLE001 - the summary itself must still be written
         log.warning("agreement table failed: %s", err)
         return False
@@ -255,6 +262,8 @@ def to_markdown(summary: SweepSummary) -> str:
                      f"{summary.llm_configs} LLM config(s) (each cell's `model_loads`; a cell that reused a loaded "
                      f"model counts 0)  ")
     lines.append("")
+    if summary.agreement_refused:
+        lines += [f"No agreement table: {_md_escape(summary.agreement_refused)}", ""]
     if summary.agreement is not None:
         from eval.agreement import matrix_markdown
 
@@ -295,6 +304,9 @@ def write_files(summary: SweepSummary) -> dict[str, Path]:
         "fixed": summary.sweep.fixed_overrides, "n_cells": len(summary.rows), "n_complete": summary.n_complete,
         "model_loads": summary.model_loads, "llm_configs": summary.llm_configs, "rows": summary.rows,
         "best": {m: {"direction": b.direction, "value": b.value, "cells": b.cells} for m, b in summary.best.items()}})
+    if summary.agreement_refused:  # an earlier summary's table would contradict the refusal
+        for name in ("agreement.csv", "agreement.md", "agreement.png"):
+            (root / name).unlink(missing_ok=True)
     if summary.agreement_csv is not None:
         files["agreement_csv"] = root / "agreement.csv"
         files["agreement_md"] = root / "agreement.md"

@@ -1,0 +1,153 @@
+"""UMBRELA relevance grades (0-3) of (query, passage) pairs: which pooled passages nuggets are made from.
+
+Follows UMBRELA (Upadhyay et al. 2024, arXiv:2406.06519; castorini/umbrela, the zero-shot "bing" prompt, which
+reproduces Thomas et al. 2023): one prompt per pair, the 0-3 scale (0 nothing to do with the query, 1 related,
+2 some answer, 3 the exact answer), the reply `##final score: <0-3>`, temperature 0 and 100 new tokens as
+castorini/umbrela's judges default to. AutoNuggetizer (Pradeep et al., TREC 2024 RAG, section 4) creates nuggets
+from the passages UMBRELA grades at least 1, "related" (`RELATED`).
+
+Differences from castorini/umbrela, on purpose: a reply without a readable grade is re-asked (`ask_with_retries`)
+and then recorded as None and counted, never read as grade 0 (umbrela falls back to 0 and flags the reply
+invalid); only an integer 0-3 is a grade (`2.5`, `4` are unreadable); the first `final score` of a reply counts
+(a base model may go on to invent further query-passage pairs), where umbrela takes the last match.
+
+Every pair of one call goes to the engine in one batch (the re-asks too), and grades are cached on disk per topic
+id, passage id, model and prompt (`<cache_dir>/umbrela/<model>/<hh>/<hash>.json`, written atomically; the key
+also holds the query, the passage text and the sampling settings), so a rerun asks only for what is missing.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from eval.judges import EVAL_PROMPT_DIR
+from rag.core.hashing import slug, stable_hash
+from rag.core.io import atomic_write_json
+from rag.core.parsing import normalise_quotes
+from rag.llm.asking import ask_with_retries, make_params
+from rag.llm.base import LLMEngine, LLMRequest
+from rag.prompts import load_prompt
+
+GRADES = (0, 1, 2, 3)
+#: the published meaning of each grade (UMBRELA's prompt; TREC DL's names in brackets)
+MEANING = {0: "nothing to do with the query (irrelevant)", 1: "related to the query but does not answer it (related)",
+           2: "some answer, perhaps unclear or among extra information (highly relevant)",
+           3: "dedicated to the query, with the exact answer (perfectly relevant)"}
+#: AutoNuggetizer's cut: nuggets come from passages graded at least "related"
+RELATED = 1
+
+# "##final score: 2", "Final score (O): 2", {"final_score": 2}; the whole number as written, so 2.5 stays 2.5
+_FINAL = re.compile(r"final[\s_]*score(?:\s*\(o\))?[\"'*\s]*[:=-]?[\"'*\s]*([+-]?\d+(?:\.\d+)?)(?![\d.]*\d)",
+                    re.IGNORECASE)
+_BARE = re.compile(r"[#*\s]*([+-]?\d+(?:\.\d+)?)[\s.*]*")
+
+
+def parse_final_score(text: str) -> int | None:
+    """The grade in a reply: its first `final score: N`, else a reply that is just a number; None unless the
+    number is one of the integers 0-3 (`2.0` is 2; `1.5`, `4` and `-1` are unreadable)."""
+    text = normalise_quotes(text or "")
+    match = _FINAL.search(text) or _BARE.fullmatch(text)
+    if match is None:
+        return None
+    whole = re.fullmatch(r"([+-]?\d+)(?:\.0+)?", match.group(1))
+    value = int(whole.group(1)) if whole else None
+    return value if value in GRADES else None
+
+
+@dataclass(frozen=True)
+class GradeItem:
+    """One pair to grade: the topic and its query, the passage and its text."""
+
+    qid: str
+    query: str
+    passage_id: str
+    text: str
+
+
+@dataclass
+class Grade:
+    qid: str
+    passage_id: str
+    #: 0-3, or None when no reply could be read after the re-asks
+    grade: int | None
+    cached: bool = False
+    attempts: int = 0
+    raw: str = ""
+
+
+class UmbrelaGrader:
+    """UMBRELA's 0-3 relevance grade for many (query, passage) pairs: one batched ask, cached per pair."""
+
+    def __init__(self, params: Mapping[str, Any] | None = None, max_retries: int = 2, retry_temperature: float = 0.2,
+                 max_passage_chars: int | None = 4000, prompt: str = "umbrela", prompt_dir: str | None = None,
+                 cache_dir: str | Path | None = None):
+        # castorini/umbrela's judges: temperature 0, 100 new tokens
+        self.params = dict(params or {"temperature": 0.0, "max_tokens": 100})
+        self.max_retries = max_retries
+        self.retry_temperature = retry_temperature
+        self.max_passage_chars = max_passage_chars
+        self.prompt = prompt
+        self.prompt_dir = str(prompt_dir or EVAL_PROMPT_DIR)
+        self.cache_dir = Path(cache_dir) if cache_dir else None
+
+    def _cut(self, text: str) -> str:
+        text = (text or "").strip()
+        limit = self.max_passage_chars
+        return text[:limit].rstrip() + " ..." if limit and len(text) > limit else text
+
+    def prompt_hash(self) -> str:
+        """What the prompt file says (system and user text): a changed prompt never reads old grades."""
+        template = load_prompt(self.prompt, prompt_dir=self.prompt_dir)
+        return stable_hash([template.system, template.user], length=16)
+
+    def cache_key(self, engine: LLMEngine, item: GradeItem) -> dict[str, Any]:
+        return {"qid": item.qid, "passage_id": item.passage_id, "model": engine.model, "prompt": self.prompt_hash(),
+                "query": item.query, "passage": stable_hash(self._cut(item.text), length=16), "params": self.params}
+
+    def _path(self, engine: LLMEngine, key: Mapping[str, Any]) -> Path | None:
+        if self.cache_dir is None:
+            return None
+        digest = stable_hash(key)
+        return self.cache_dir / "umbrela" / slug(engine.model) / digest[:2] / f"{digest}.json"
+
+    def _cached(self, path: Path | None, key: Mapping[str, Any]) -> int | None:
+        if path is None or not path.is_file():
+            return None
+        try:
+            entry = json.loads(path.read_text(encoding="utf-8"))
+        except (OSError, json.JSONDecodeError):
+            return None
+        if entry.get("key") != json.loads(json.dumps(key, default=str)):
+            return None
+        grade = entry.get("grade")
+        return grade if grade in GRADES and not isinstance(grade, bool) else None
+
+    def grade(self, engine: LLMEngine, items: Sequence[GradeItem]) -> list[Grade]:
+        """A grade per item, in order: cached ones from disk, the rest in one batch (plus batched re-asks)."""
+        template = load_prompt(self.prompt, prompt_dir=self.prompt_dir)
+        out: list[Grade | None] = [None] * len(items)
+        todo: list[tuple[int, Path | None, dict[str, Any]]] = []
+        for i, item in enumerate(items):
+            key = self.cache_key(engine, item)
+            path = self._path(engine, key)
+            hit = self._cached(path, key)
+            if hit is not None:
+                out[i] = Grade(item.qid, item.passage_id, hit, cached=True)
+            else:
+                todo.append((i, path, key))
+        if todo:
+            params = make_params(self.params, engine, None)  # free text: the published `##final score:` reply
+            requests = [LLMRequest(messages=template.messages(query=items[i].query, passage=self._cut(items[i].text)),
+                                   params=params, stop_plain=template.stop_plain) for i, _p, _k in todo]
+            results = ask_with_retries(engine, requests, lambda _j, text: parse_final_score(text), self.max_retries,
+                                       self.retry_temperature, desc="umbrela")
+            for (i, path, key), res in zip(todo, results):
+                out[i] = Grade(items[i].qid, items[i].passage_id, res.value, attempts=res.attempts, raw=res.raw)
+                if path is not None and res.value is not None:  # unreadable ones are asked again next time
+                    atomic_write_json(path, {"key": key, "grade": res.value, "raw": res.raw})
+        return [g for g in out if g is not None]
