@@ -15,6 +15,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from rag.core.components import build_component, component_nodes
 from rag.core.errors import ConfigError, DataError
 from rag.core.io import atomic_write_text
 from rag.judge.base import EvalContext, Judge
@@ -31,37 +32,12 @@ SETTINGS = ("llm", "report", "release_generator")
 
 def judge_nodes(judge_cfg: Any) -> dict[str, dict[str, Any]]:
     """The judge entries of a `judge` config node (mappings with `_target_`), by config key, resolved."""
-    cfg = to_plain(judge_cfg) or {}
-    if not isinstance(cfg, Mapping):
-        raise ConfigError(f"judge: expected a mapping, got {type(cfg).__name__}")
-    out = {}
-    for key, node in cfg.items():
-        if key in SETTINGS:
-            continue
-        if not isinstance(node, Mapping) or "_target_" not in node:
-            raise ConfigError(f"judge.{key}: not a judge (a judge config needs `_target_`); settings are "
-                              f"{', '.join(SETTINGS)}")
-        out[str(key)] = dict(node)
-    return out
+    return component_nodes("judge", judge_cfg, SETTINGS, "a judge")
 
 
 def build_judge(key: str, node: Mapping[str, Any]) -> Judge:
     """A judge from its config node: `_target_` names the class; `name` defaults to the config key."""
-    from hydra.utils import get_class
-
-    node = dict(node)
-    target = node.pop("_target_")
-    node.setdefault("name", key)
-    try:
-        cls = get_class(target)
-    except Exception as err:  # noqa: BLE001 - Hydra raises several types for a bad path
-        raise ConfigError(f"judge.{key}._target_={target}: cannot import ({err})") from None
-    if not (isinstance(cls, type) and issubclass(cls, Judge)):
-        raise ConfigError(f"judge.{key}._target_={target} is not a rag.judge.base.Judge")
-    try:
-        return cls(**node)
-    except TypeError as err:
-        raise ConfigError(f"judge.{key}: {err}") from None
+    return build_component("judge", key, node, Judge)
 
 
 def build_judges(judge_cfg: Any) -> list[Judge]:

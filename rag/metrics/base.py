@@ -11,11 +11,10 @@ the report rank it without a line of their own. `cfg.metrics` also holds setting
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from rag.core.errors import ConfigError
+from rag.core.components import build_component, component_nodes
 from rag.metrics.registry import REGISTRY, MetricSpec
 from rag.records import Question, ScoredPassage
 
@@ -67,42 +66,12 @@ class AnswerMetric(ABC):
 
 def metric_nodes(metrics_cfg: Any) -> dict[str, dict[str, Any]]:
     """The metric entries of a `metrics` config node (mappings with `_target_`), by config key, resolved."""
-    from omegaconf import DictConfig, OmegaConf
-
-    cfg = OmegaConf.to_container(metrics_cfg, resolve=True) if isinstance(metrics_cfg, DictConfig) else metrics_cfg
-    if cfg is None:
-        return {}
-    if not isinstance(cfg, Mapping):
-        raise ConfigError(f"metrics: expected a mapping, got {type(cfg).__name__}")
-    out = {}
-    for key, node in cfg.items():
-        if key in SETTINGS:
-            continue
-        if not isinstance(node, Mapping) or "_target_" not in node:
-            raise ConfigError(f"metrics.{key}: not a metric (a metric config needs `_target_`); settings are "
-                              f"{', '.join(SETTINGS)}")
-        out[str(key)] = dict(node)
-    return out
+    return component_nodes("metrics", metrics_cfg, SETTINGS, "a metric")
 
 
 def build_metrics(metrics_cfg: Any) -> list[AnswerMetric]:
     """The composed metrics, their run metric names declared to the registry."""
-    from hydra.utils import get_class
-
-    metrics = []
-    for key, node in metric_nodes(metrics_cfg).items():
-        target = node.pop("_target_")
-        node.setdefault("name", key)
-        try:
-            cls = get_class(target)
-        except Exception as err:  # noqa: BLE001 - Hydra raises several types for a bad path
-            raise ConfigError(f"metrics.{key}._target_={target}: cannot import ({err})") from None
-        if not (isinstance(cls, type) and issubclass(cls, AnswerMetric)):
-            raise ConfigError(f"metrics.{key}._target_={target} is not a rag.metrics.base.AnswerMetric")
-        try:
-            metrics.append(cls(**node))
-        except TypeError as err:
-            raise ConfigError(f"metrics.{key}: {err}") from None
+    metrics = [build_component("metrics", key, node, AnswerMetric) for key, node in metric_nodes(metrics_cfg).items()]
     for metric in metrics:
         for spec in metric.metric_specs():
             REGISTRY.declare(spec, first=True, replace=True)
