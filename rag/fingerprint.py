@@ -30,6 +30,7 @@ from rag.core.hashing import stable_hash
 from rag.core.io import atomic_write_json
 from rag.core.secrets import redact
 from rag.folders import RunFolder
+from rag.metrics.base import SETTINGS
 
 log = logging.getLogger(__name__)
 
@@ -59,6 +60,11 @@ PATH_KEYS = {"data_dir", "cache_dir", "hash_cache_dir", "output_dir"}
 #: keys added after run folders had fingerprints, left out at the value that reproduces the older behaviour so
 #: folders written before them keep resuming (a non-default value is fingerprinted like any other key)
 ADDED_LATER: dict[str, Any] = {"dataset.offset": 0, "llm.n_threads_batch": None}
+#: the per-answer metrics (`metrics=[f1,em,recall]`, the default) every answer was scored with before metrics became a
+#: config list: at exactly this set they are left out, so older folders resume; any other set is fingerprinted
+DEFAULT_METRICS: dict[str, str] = {"metrics.em._target_": "rag.metrics.qa.ExactMatch",
+                                   "metrics.f1._target_": "rag.metrics.qa.TokenF1",
+                                   "metrics.recall._target_": "rag.metrics.retrieval.GoldRecall"}
 #: the one fingerprinted key a folder may change on resume, upwards only (`_extends_limit`)
 LIMIT_KEY = "dataset.limit"
 
@@ -68,8 +74,11 @@ def fingerprinted_config(cfg: DictConfig | dict[str, Any]) -> dict[str, Any]:
     secret-looking values masked (a key never reaches fingerprint.json, and rotating it keeps the folder)."""
     data = OmegaConf.to_container(cfg, resolve=True) if isinstance(cfg, DictConfig) else dict(cfg)
     flat = _flatten(redact(data))
+    metric_keys = {k: v for k, v in flat.items() if k.startswith("metrics.") and k.split(".")[1] not in SETTINGS}
+    default_metrics = metric_keys == DEFAULT_METRICS
     return {k: v for k, v in sorted(flat.items())
-            if not _ignored(k) and not (k in ADDED_LATER and v == ADDED_LATER[k])}
+            if not _ignored(k) and not (k in ADDED_LATER and v == ADDED_LATER[k])
+            and not (default_metrics and k in metric_keys)}
 
 
 def fingerprint(cfg: DictConfig | dict[str, Any]) -> dict[str, Any]:

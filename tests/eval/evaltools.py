@@ -100,9 +100,6 @@ class AnswerLengthJudge(Judge):
         super().__init__(name, None)
         self.max_words = max_words
 
-    def per_answer_fields(self) -> list[str]:
-        return [f"judge/{self.name}/words"]
-
     def metric_specs(self) -> list[MetricSpec]:
         return [MetricSpec(f"judge/{self.name}/words/{{split}}", "per_answer", "words per answer",
                            (0, self.max_words), False)]

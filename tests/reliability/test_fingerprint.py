@@ -11,6 +11,7 @@ import json
 import re
 
 import pytest
+from omegaconf import OmegaConf
 
 from rag.core.io import read_jsonl
 from rag.fingerprint import FINGERPRINT_FILE, fingerprint
@@ -218,3 +219,16 @@ def test_raising_dataset_limit_adds_only_the_new_questions(hotpot_data, shared_c
     assert len(rows) == 4 == metrics["n_questions"] and rows[:2] == first
     assert metrics["retrieval_calls"] == 2  # only the new questions were retrieved
     assert json.loads((run_dir / FINGERPRINT_FILE).read_text())["config"]["dataset.limit"] == 4
+
+
+def test_the_default_metric_list_keeps_older_folders_and_any_other_list_is_another_config(tmp_path):
+    """Per-answer metrics became a config list after folders had fingerprints: the default list (what every
+    older answer was scored with) hashes as before, a different list (scores of other metrics) does not."""
+    base = fingerprint(compose_config(["dataset.limit=2"], tmp_path))
+    assert not [k for k in base["config"] if k.startswith("metrics.") and "recall_at" not in k]
+    older = OmegaConf.to_container(compose_config(["dataset.limit=2"], tmp_path), resolve=True)
+    for name in ("f1", "em", "recall"):
+        del older["metrics"][name]  # the config as it was composed before the metrics group existed
+    assert fingerprint(older)["hash"] == base["hash"]
+    fewer = fingerprint(compose_config(["dataset.limit=2", "metrics=[f1,recall]"], tmp_path))
+    assert fewer["hash"] != base["hash"] and fewer["config"]["metrics.f1._target_"] == "rag.metrics.qa.TokenF1"
