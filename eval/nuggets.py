@@ -28,7 +28,7 @@ from rag.core.hashing import slug, stable_hash
 from rag.core.io import atomic_write_json, atomic_write_jsonl
 from rag.core.parsing import parse_label_list, parse_string_list
 from rag.judge.base import SPLITS, EvalContext, Judge, split_of
-from rag.llm.asking import ask_with_retries, make_params
+from rag.llm.asking import ask_choices, ask_with_retries, make_params
 from rag.llm.base import LLMEngine, LLMRequest
 from rag.metrics.registry import MetricSpec
 from rag.prompts import load_prompt
@@ -124,10 +124,17 @@ class NuggetSet:
         return {"qid": self.qid, "query": self.query, "nuggets": self.nuggets}
 
 
+#: how assignment labels are obtained: "list" asks for a JSON list of labels for up to `nuggets_per_call`
+#: nuggets (castorini/nuggetizer's way); "logprobs" asks one nugget per request and takes the label whose first
+#: token is most likely (`rag.llm.asking.ask_choices`), so no list order can be copied
+ASSIGNMENT_MODES = ("list", "logprobs")
+
+
 @dataclass
 class Assignment:
-    nuggets: list[dict[str, str]]
-    #: windows of 10 nuggets whose labels could not be read (0 = the answer is fully assigned)
+    nuggets: list[dict[str, Any]]
+    #: assignment requests whose labels could not be read (0 = the answer is fully assigned): windows of up to
+    #: `nuggets_per_call` nuggets in list mode, single nuggets in logprobs mode
     failed_windows: int = 0
 
 
@@ -148,7 +155,13 @@ class AutoNuggetizer:
                  max_answer_chars: int | None = 6000, max_nugget_chars: int = 120, prompt_dir: str | None = None,
                  create_params: Mapping[str, Any] | None = None, label_params: Mapping[str, Any] | None = None,
                  max_retries: int = 2, retry_temperature: float = 0.2, cache_dir: str | Path | None = None,
-                 nugget_file: str | None = None):
+                 nugget_file: str | None = None, assignment: str = "list", top_logprobs: int = 20):
+        if assignment not in ASSIGNMENT_MODES:
+            raise ConfigError(f"assignment={assignment!r}: one of {', '.join(ASSIGNMENT_MODES)}")
+        #: "list" (a JSON list per window, as nuggetizer) or "logprobs" (one nugget per request, label by probability)
+        self.assignment = assignment
+        #: alternatives read at the reply's first token in logprobs mode (OpenAI-compatible servers allow <= 20)
+        self.top_logprobs = top_logprobs
         self.window_size = window_size
         self.max_nuggets = max_nuggets
         self.keep_top = keep_top
@@ -297,15 +310,20 @@ class AutoNuggetizer:
     # -- assignment -------------------------------------------------------------------------------------------
     def assign(self, engine: LLMEngine, items: Sequence[tuple[str, str, Sequence[Mapping[str, str]]]]
                ) -> list[Assignment]:
-        """support / partial_support / not_support for each (query, answer, nuggets), 10 nuggets per call."""
-        template = load_prompt("nugget_assign", prompt_dir=self.prompt_dir)
+        """support / partial_support / not_support for each (query, answer, nuggets): 10 nuggets per call in list
+        mode, one nugget per request in logprobs mode (`assignment`)."""
         out = [Assignment([]) for _ in items]
-        windows: list[tuple[int, int]] = []
+        todo: list[int] = []
         for i, (_q, answer, nuggets) in enumerate(items):
             if not (answer or "").strip():  # nothing to support: no LLM call, as in nuggetizer
                 out[i] = Assignment([{**n, "assignment": "not_support"} for n in nuggets])
-                continue
-            windows.extend((i, s) for s in range(0, len(nuggets), self.nuggets_per_call))
+            else:
+                todo.append(i)
+        if self.assignment == "logprobs":
+            self._assign_by_logprobs(engine, items, todo, out)
+            return out
+        template = load_prompt("nugget_assign", prompt_dir=self.prompt_dir)
+        windows = [(i, s) for i in todo for s in range(0, len(items[i][2]), self.nuggets_per_call)]
         requests, sizes = [], []
         for i, s in windows:
             query, answer, nuggets = items[i]
@@ -327,6 +345,24 @@ class AutoNuggetizer:
             out[i].nuggets.extend({"text": n["text"], "importance": n["importance"], "assignment": lab}
                                   for n, lab in zip(nuggets, labels))
         return out
+
+    def _assign_by_logprobs(self, engine: LLMEngine, items: Sequence[tuple[str, str, Sequence[Mapping[str, str]]]],
+                            todo: Sequence[int], out: list[Assignment]) -> None:
+        """One request per (answer, nugget), all in one batch; the label is the most likely of the three first
+        tokens. A nugget with no label among the alternatives is "failed" (scored as not supported, counted)."""
+        template = load_prompt("nugget_assign_one", prompt_dir=self.prompt_dir)
+        params = make_params(self.label_params, engine, None)
+        jobs = [(i, k) for i in todo for k in range(len(items[i][2]))]
+        requests = [LLMRequest(messages=template.messages(query=items[i][0],
+                                                          answer=self._cut(items[i][1], self.max_answer_chars),
+                                                          nugget=items[i][2][k]["text"]),
+                               params=params, stop_plain=template.stop_plain) for i, k in jobs]
+        chosen = ask_choices(engine, requests, ASSIGNMENTS, self.top_logprobs, desc="nugget assign (logprobs)")
+        for (i, k), choice in zip(jobs, chosen):
+            nugget = items[i][2][k]
+            out[i].failed_windows += choice.label is None
+            out[i].nuggets.append({"text": nugget["text"], "importance": nugget["importance"],
+                                   "assignment": choice.label or "failed", "label_probabilities": choice.probabilities})
 
 
 # -- the judge ------------------------------------------------------------------------------------------------

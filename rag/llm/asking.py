@@ -73,3 +73,52 @@ def make_params(params: dict[str, Any] | None, engine: LLMEngine, schema: dict[s
     if "stop" in values:
         values["stop"] = tuple(values["stop"] or ())
     return SamplingParams(**values, json_schema=schema if engine.supports_json_schema else None)
+
+
+@dataclass
+class Chosen:
+    """One item's label read from log-probabilities: the most likely label (None when no label was among the
+    returned alternatives) and each label's probability, renormalised over the labels found."""
+
+    label: str | None
+    probabilities: dict[str, float]
+    raw: str = ""
+
+
+def label_probabilities(alternatives: dict[str, float], labels: Sequence[str]) -> dict[str, float]:
+    """Each label's probability mass among a position's alternatives: a token counts for the one label whose
+    text starts with it (case and surrounding spaces, quotes and brackets ignored), so "not", "not_" and
+    "Not" all count for `not_support`; a token that starts no label, or more than one, counts for none."""
+    import math
+
+    mass = dict.fromkeys(labels, 0.0)
+    for token, logprob in alternatives.items():
+        word = token.strip().strip("\"'`[{(:").lower()
+        if not word:
+            continue
+        owners = [label for label in labels if label.lower().startswith(word)]
+        if len(owners) == 1:
+            mass[owners[0]] += math.exp(logprob)
+    total = sum(mass.values())
+    return {label: p / total for label, p in mass.items()} if total > 0 else {}
+
+
+def ask_choices(engine: LLMEngine, requests: Sequence[LLMRequest], labels: Sequence[str], top_k: int = 20,
+                desc: str = "choose") -> list[Chosen]:
+    """Pick one of `labels` per request from the engine's log-probabilities instead of parsing generated text:
+    one batch, one generated token per request, the `top_k` most likely first tokens, each label's mass read with
+    `label_probabilities` and the most likely label chosen. No re-ask: greedy scoring of the same prompt gives
+    the same distribution, so an item with no label among its alternatives is returned as `label=None` (the
+    caller counts it as unreadable). Labels must differ in their first token (support / partial_support /
+    not_support do)."""
+    engine.require_logprobs(desc)
+    batch = [dataclasses.replace(r, params=dataclasses.replace(r.params, max_tokens=1, top_logprobs=top_k,
+                                                               json_schema=None, logprobs=False))
+             for r in requests]
+    out = []
+    for completion in engine.generate(batch, desc=desc):
+        first = (completion.top_logprobs or [{}])[0]
+        probabilities = label_probabilities(first, labels)
+        best = max(probabilities, key=probabilities.get) if probabilities else None
+        out.append(Chosen(best, {k: round(v, 6) for k, v in probabilities.items()}, completion.text))
+    return out

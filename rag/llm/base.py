@@ -45,11 +45,17 @@ class SamplingParams:
     json_schema: dict[str, Any] | None = None
     #: ask for the log-probability of every generated token (Crucible's extraction confidence)
     logprobs: bool = False
+    #: also return, at every generated position, the `top_logprobs` most likely tokens and their
+    #: log-probabilities (0: none); `rag.llm.asking.ask_choices` reads a label's probability from them
+    top_logprobs: int = 0
 
     def to_dict(self) -> dict[str, Any]:
         out = asdict(self)
-        if not self.logprobs:  # absent when off, so response-cache keys made before the option stay valid
+        # absent when off, so response-cache keys made before the options existed stay valid
+        if not self.logprobs:
             del out["logprobs"]
+        if not self.top_logprobs:
+            del out["top_logprobs"]
         return out
 
 
@@ -75,6 +81,9 @@ class Completion:
     prompt: str = ""
     #: log-probability of each generated token, when the request asked for them (`SamplingParams.logprobs`)
     token_logprobs: list[float] | None = None
+    #: per generated position, token text -> log-probability of the most likely tokens there, when the request
+    #: asked for them (`SamplingParams.top_logprobs`)
+    top_logprobs: list[dict[str, float]] | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)

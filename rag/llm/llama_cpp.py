@@ -193,13 +193,19 @@ class LlamaCppEngine(LLMEngine):
             text = result["choices"][0]["message"]["content"] or ""
         usage = result.get("usage", {})
         finish = "prompt_truncated" if truncated else (result["choices"][0].get("finish_reason") or "stop")
-        logprobs = self._score_completion(usage.get("prompt_tokens", 0), text) if p.logprobs else None
+        logprobs, top = None, None
+        if p.logprobs or p.top_logprobs:
+            logprobs, top = self._score_completion(usage.get("prompt_tokens", 0), text, p.top_logprobs)
         return Completion(text=text.strip(), prompt_tokens=usage.get("prompt_tokens", 0),
                           completion_tokens=usage.get("completion_tokens", 0), finish_reason=finish,
-                          prompt=prompt, token_logprobs=logprobs)
+                          prompt=prompt, token_logprobs=logprobs if p.logprobs else None,
+                          top_logprobs=top if p.top_logprobs else None)
 
-    def _score_completion(self, prompt_len: int, text: str) -> list[float]:
-        """Log-probability of each token of `text` right after the prompt just generated from.
+    def _score_completion(self, prompt_len: int, text: str, top_k: int = 0
+                          ) -> tuple[list[float], list[dict[str, float]]]:
+        """Log-probability of each token of `text` right after the prompt just generated from, and (`top_k`
+        > 0) the `top_k` most likely tokens at each of those positions; an empty text still gets the first
+        position's alternatives (the distribution right after the prompt).
 
         llama-cpp-python returns log-probabilities only for models built with `logits_all=True`, which keeps a
         context x vocabulary float matrix (about 8.6 GB for Gemma 3 at n_ctx=8192); its logits processors crash
@@ -214,8 +220,9 @@ class LlamaCppEngine(LLMEngine):
         llm = self.llm
         tokens = llm.tokenize(text.encode("utf-8"), add_bos=False, special=False) if text else []
         ids = [int(t) for t in llm.input_ids[: llm.n_tokens]]
-        if not tokens or prompt_len < 1 or len(ids) < prompt_len or prompt_len + len(tokens) > self.n_ctx:
-            return []
+        if (not tokens and not top_k) or prompt_len < 1 or len(ids) < prompt_len \
+                or prompt_len + len(tokens) > self.n_ctx:
+            return [], []
         n_past = prompt_len - 1
         if not llm._ctx.kv_cache_seq_rm(-1, n_past, -1):
             # caches that cannot drop a suffix (sliding-window attention): rebuild the prompt prefix
@@ -226,9 +233,18 @@ class LlamaCppEngine(LLMEngine):
         # keep llama-cpp-python's view of the context in step with the KV cache (its prefix reuse reads it)
         llm.input_ids[n_past: n_past + len(batch)] = batch
         llm.n_tokens = n_past + len(batch)
-        top = rows.max(axis=1, keepdims=True)
-        norm = (top + np.log(np.exp(rows - top).sum(axis=1, keepdims=True)))[:, 0]
-        return [float(rows[i, t] - norm[i]) for i, t in enumerate(tokens)]
+        peak = rows.max(axis=1, keepdims=True)
+        norm = (peak + np.log(np.exp(rows - peak).sum(axis=1, keepdims=True)))[:, 0]
+        alternatives = []
+        for i in range(len(rows) if top_k else 0):
+            position: dict[str, float] = {}
+            for t in np.argsort(-rows[i])[:top_k]:
+                # token ids that read the same (byte fragments) are one surface form: their probabilities add
+                surface = llm.detokenize([int(t)]).decode("utf-8", errors="ignore")
+                value = float(rows[i, t] - norm[i])
+                position[surface] = float(np.logaddexp(position[surface], value)) if surface in position else value
+            alternatives.append(position)
+        return [float(rows[i, t] - norm[i]) for i, t in enumerate(tokens)], alternatives
 
     def _decode(self, tokens: list[int], n_past: int, logits: bool):
         """Decode `tokens` at positions n_past.. in chunks of n_batch; the logits of every position if asked."""

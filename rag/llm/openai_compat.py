@@ -69,6 +69,23 @@ def response_logprobs(choice: Any) -> list[float]:
     return [float(v) for v in values or [] if v is not None]
 
 
+def _field(obj: Any, name: str) -> Any:
+    return obj.get(name) if isinstance(obj, dict) else getattr(obj, name, None)
+
+
+def response_top_logprobs(choice: Any) -> list[dict[str, float]]:
+    """The most likely tokens at each generated position: chat responses carry `logprobs.content[i].top_logprobs`
+    (a list of `{token, logprob}`), completions responses `logprobs.top_logprobs` (a list of token -> logprob)."""
+    logprobs = _field(choice, "logprobs")
+    if logprobs is None:
+        return []
+    content = _field(logprobs, "content")
+    if content is not None:
+        return [{str(_field(alt, "token")): float(_field(alt, "logprob")) for alt in _field(t, "top_logprobs") or []}
+                for t in content]
+    return [{str(k): float(v) for k, v in (position or {}).items()} for position in _field(logprobs, "top_logprobs") or []]
+
+
 class OpenAICompatibleEngine(ConcurrentAPIEngine):
     supports_logprobs = True
     def __init__(self, model: str, base_url: str, api_key_env: str | None = "OPENAI_API_KEY",
@@ -236,12 +253,14 @@ class OpenAICompatibleEngine(ConcurrentAPIEngine):
             body["stop"] = list(p.stop)
         if self.uses_plain_text():
             body["prompt"] = self._plain.render(request.messages)
-            if p.logprobs:  # /v1/completions: number of top alternatives; the sampled token always comes back
-                body["logprobs"] = 1
+            if p.logprobs or p.top_logprobs:  # /v1/completions: the number of top alternatives per position
+                body["logprobs"] = max(1, p.top_logprobs)
         else:
             body["messages"] = request.messages
-            if p.logprobs:
+            if p.logprobs or p.top_logprobs:
                 body["logprobs"] = True
+            if p.top_logprobs:
+                body["top_logprobs"] = p.top_logprobs
         if p.json_schema is not None and self.json_mode == "json_schema":
             body["response_format"] = {"type": "json_schema",
                                        "json_schema": {"name": "response", "schema": p.json_schema}}
@@ -296,5 +315,7 @@ class OpenAICompatibleEngine(ConcurrentAPIEngine):
                           completion_tokens=getattr(usage, "completion_tokens", 0) or 0,
                           finish_reason=resp.choices[0].finish_reason or "stop",
                           prompt=body.get("prompt") or self._render_chat(request.messages),
-                          token_logprobs=response_logprobs(resp.choices[0]) if request.params.logprobs else None)
+                          token_logprobs=response_logprobs(resp.choices[0]) if request.params.logprobs else None,
+                          top_logprobs=response_top_logprobs(resp.choices[0]) if request.params.top_logprobs
+                          else None)
 

@@ -24,6 +24,19 @@ def sampled_logprobs(choice: Any) -> list[float]:
     return out
 
 
+def top_alternatives(choice: Any) -> list[dict[str, float]]:
+    """Per position, decoded token -> log-probability of the alternatives vLLM returned (`logprobs=k`: the k
+    most likely tokens, plus the sampled one)."""
+    out = []
+    for position in choice.logprobs or []:
+        alternatives: dict[str, float] = {}
+        for token_id, entry in (position or {}).items():
+            surface = getattr(entry, "decoded_token", None)
+            alternatives[str(token_id) if surface is None else surface] = float(getattr(entry, "logprob", entry))
+        out.append(alternatives)
+    return out
+
+
 class VLLMEngine(LLMEngine):
     supports_logprobs = True
     def __init__(self, model: str, tensor_parallel_size: int = 1, max_model_len: int | None = None,
@@ -90,8 +103,8 @@ class VLLMEngine(LLMEngine):
         p = request.params
         kwargs: dict[str, Any] = dict(temperature=p.temperature, top_p=p.top_p, max_tokens=p.max_tokens,
                                       stop=list(p.stop) or None, seed=p.seed)
-        if p.logprobs:  # 0 = only the sampled token's log-probability
-            kwargs["logprobs"] = 0
+        if p.logprobs or p.top_logprobs:  # k most likely tokens per position, plus the sampled one (0: it alone)
+            kwargs["logprobs"] = p.top_logprobs
         if p.json_schema is not None:
             try:  # vLLM >= 0.10
                 from vllm.sampling_params import StructuredOutputsParams
@@ -118,5 +131,7 @@ class VLLMEngine(LLMEngine):
                                           finish_reason=choice.finish_reason or "stop",
                                           prompt=out.prompt or "",
                                           token_logprobs=sampled_logprobs(choice) if request.params.logprobs
+                                          else None,
+                                          top_logprobs=top_alternatives(choice) if request.params.top_logprobs
                                           else None))
         return completions

@@ -10,8 +10,8 @@ import pytest
 from rag.core.errors import ConfigError
 from rag.llm.anthropic_engine import AnthropicEngine
 from rag.llm.base import Completion, LLMRequest, SamplingParams
-from rag.llm.openai_compat import OpenAICompatibleEngine, response_logprobs
-from rag.llm.vllm_engine import VLLMEngine, sampled_logprobs
+from rag.llm.openai_compat import OpenAICompatibleEngine, response_logprobs, response_top_logprobs
+from rag.llm.vllm_engine import VLLMEngine, sampled_logprobs, top_alternatives
 
 
 def test_params_without_logprobs_keep_their_old_cache_key_fields():
@@ -47,6 +47,35 @@ def test_openai_response_shapes():
     assert response_logprobs(SimpleNamespace(logprobs=None)) == []
 
 
+def test_openai_compatible_bodies_ask_for_top_alternatives():
+    msgs = [{"role": "user", "content": "hi"}]
+    chat = _engine("chat").build_payload(LLMRequest(msgs, SamplingParams(top_logprobs=5, max_tokens=1)))
+    assert chat["logprobs"] is True and chat["top_logprobs"] == 5 and chat["max_tokens"] == 1
+    plain = _engine("plain").build_payload(LLMRequest(msgs, SamplingParams(top_logprobs=5)))
+    assert plain["logprobs"] == 5 and "top_logprobs" not in plain
+
+
+def test_openai_top_logprobs_response_shapes():
+    # chat: logprobs.content[i].top_logprobs = [{token, logprob}]; completions: logprobs.top_logprobs = [{token: lp}]
+    chat_choice = SimpleNamespace(logprobs=SimpleNamespace(content=[SimpleNamespace(
+        token="a", logprob=-0.5, top_logprobs=[SimpleNamespace(token="a", logprob=-0.5),
+                                               SimpleNamespace(token="b", logprob=-1.2)])]))
+    assert response_top_logprobs(chat_choice) == [{"a": -0.5, "b": -1.2}]
+    completion_choice = SimpleNamespace(logprobs=SimpleNamespace(content=None, top_logprobs=[{" x": -0.1, " y": -2.5}]))
+    assert response_top_logprobs(completion_choice) == [{" x": -0.1, " y": -2.5}]
+    as_dict = SimpleNamespace(logprobs={"content": [{"token": "a", "logprob": -0.1,
+                                                     "top_logprobs": [{"token": "a", "logprob": -0.1}]}]})
+    assert response_top_logprobs(as_dict) == [{"a": -0.1}]
+    assert response_top_logprobs(SimpleNamespace(logprobs=None)) == []
+
+
+def test_vllm_top_alternatives():
+    # vLLM with logprobs=k: per position {token id: Logprob(logprob, rank, decoded_token)}, k best plus the sampled
+    choice = SimpleNamespace(token_ids=[5], logprobs=[{5: SimpleNamespace(logprob=-0.1, decoded_token=" yes"),
+                                                       9: SimpleNamespace(logprob=-2.4, decoded_token=" no")}])
+    assert top_alternatives(choice) == [{" yes": -0.1, " no": -2.4}]
+
+
 def test_vllm_sampled_token_logprobs():
     # vLLM CompletionOutput: token_ids and, per position, {token id: Logprob(logprob=...)} incl. the sampled one
     choice = SimpleNamespace(token_ids=[5, 7], logprobs=[{5: SimpleNamespace(logprob=-0.1), 9: SimpleNamespace(logprob=-3)},
@@ -56,7 +85,6 @@ def test_vllm_sampled_token_logprobs():
 
 def test_engines_declare_support_and_refuse_in_one_line():
     assert OpenAICompatibleEngine.supports_logprobs and VLLMEngine.supports_logprobs
-    pytest.importorskip("llama_cpp")
     from rag.llm.llama_cpp import LlamaCppEngine
 
     assert LlamaCppEngine.supports_logprobs

