@@ -226,8 +226,12 @@ BUILTIN: tuple[MetricSpec, ...] = (
     _s("nuggets/mean_nuggets_per_topic", "rate", "nuggets per scored topic", NONNEG),
     _s("nuggets/{count}", "counter", "AutoNuggetizer bookkeeping", NONNEG,
        count="n_scored|parse_failures|create_failures|assign_failures|importance_failures|skipped|cached_topics"),
-    # -- Crucible's answer metrics (eval/crucible_metrics.py), declared here so that a sweep summary in a fresh
-    # process ranks them without building the judge --
+    # -- ARGUE (eval/argue.py) and Crucible's answer metrics on its flow (eval/crucible_metrics.py), declared here
+    # so that a sweep summary in a fresh process ranks them without building the judges --
+    _s("argue/{metric}/{split}", "per_answer", "ARGUE answer metric (Auto-ARGUE's definitions), mean over scored "
+       "answers (eval/README.md)", UNIT, True, metric="nugget_recall|sentence_precision|citation_support|f1"),
+    _s("argue/{count}", "counter", "ARGUE evaluation bookkeeping", NONNEG,
+       count="n_scored|uncited_answers|skipped|parse_failures"),
     _s("crucible/{metric}/{split}", "per_answer", "Crucible answer metric, mean over scored answers "
        "(eval/README.md)", UNIT, True,
        metric="nugget_recall|nugget_density|sentence_novelty|relevant_sentences|citation_support"),

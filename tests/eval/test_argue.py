@@ -1,0 +1,195 @@
+"""ARGUE's sentence flow (Mayfield et al. 2024, as Auto-ARGUE runs it): every path on hand-worked sentences with
+mixed citations, the four per-answer metrics, unreadable judgments that can only lower a score, and the judge
+end to end on a scripted engine (which steps are asked of which sentences, in how many batches)."""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+
+import pytest
+from evaltools import ScriptedEngine, prompt_text
+
+from eval.argue import (
+    ArgueFlow,
+    ArgueJudge,
+    JudgedSentence,
+    argue_scores,
+    parse_yes_no,
+    sentence_outcome,
+)
+from rag.judge.base import EvalContext
+from rag.llm.base import Completion, LLMRequest
+from rag.records import AnswerRecord
+
+
+def _s(citations=(), attested=(), negative=None, needs=None, first=None, matched=()) -> JudgedSentence:
+    return JudgedSentence("x.", list(citations), list(attested), negative, needs, first, set(matched))
+
+
+# (sentence, verdict, credited, judged, correct)
+PATHS = [
+    (_s(["d1"], [True], matched={0}), "reward", {0}, True, True),
+    (_s(["d1", "d2"], [True, False], matched={1}), "penalty", set(), True, False),   # any citation fails
+    (_s(["d1", "d2"], [True, True]), "ignore", set(), True, True),                   # supported, no nugget
+    (_s(negative=True, matched={2}), "reward", {2}, True, True),                     # negative, confirmed
+    (_s(negative=True), "penalty", set(), True, False),                               # negative, unconfirmed
+    (_s(negative=False, needs=True, first=True, matched={3}), "penalty", set(), True, False),  # uncited claim
+    (_s(negative=False, needs=True, first=False), "ignore", set(), False, False),     # claim made before
+    (_s(negative=False, needs=False, matched={3}), "ignore", set(), False, False),    # needs no citation
+]
+
+
+@pytest.mark.parametrize("sentence,verdict,credited,judged,correct", PATHS)
+def test_every_path_of_the_flow(sentence, verdict, credited, judged, correct):
+    out = sentence_outcome(sentence)
+    assert (out.verdict, set(out.credited), out.judged, out.correct) == (verdict, credited, judged, correct)
+
+
+def test_hand_worked_answer_with_mixed_citations():
+    # the first seven paths above as one answer, N = 4 nuggets:
+    # credited {0} (s1) and {2} (s4): recall 2/4; judged s1..s6 = 6, correct s1, s3, s4 = 3: precision 1/2;
+    # citations: s1 T, s2 T F, s3 T T -> 4 of 5 support; F1 = 2 * .5 * .5 / 1 = .5
+    sentences = [p[0] for p in PATHS[:7]]
+    assert argue_scores(sentences, 4) == pytest.approx(
+        {"nugget_recall": 0.5, "sentence_precision": 0.5, "citation_support": 0.8, "f1": 0.5})
+    # nothing judged (only ignorable sentences): precision 0 as in Auto-ARGUE, F1 0
+    assert argue_scores([PATHS[7][0]], 4) == {"nugget_recall": 0.0, "sentence_precision": 0.0,
+                                              "citation_support": 0.0, "f1": 0.0}
+    with pytest.raises(ValueError, match="at least one nugget"):
+        argue_scores(sentences, 0)
+
+
+@pytest.mark.parametrize("sentence", [
+    _s(["d1"], [None], matched={0}), _s(["d1", "d2"], [True, None], matched={0}), _s(negative=None, matched={0}),
+    _s(negative=False, needs=None, matched={0}), _s(negative=False, needs=True, first=None)])
+def test_an_unreadable_judgment_penalises_and_can_only_lower_scores(sentence):
+    out = sentence_outcome(sentence)
+    assert out.verdict == "penalty" and not out.credited and out.judged and not out.correct
+    good = _s(["d9"], [True], matched={1})
+    assert argue_scores([good, sentence], 2)["sentence_precision"] == 0.5
+    assert argue_scores([good, sentence], 2)["nugget_recall"] == 0.5
+
+
+def test_parse_yes_no():
+    assert parse_yes_no('{"answer": "YES"}') is True and parse_yes_no("NO.") is False
+    assert parse_yes_no("answer: no") is False and parse_yes_no("  Yes, it does") is True
+    assert parse_yes_no("Maybe") is None and parse_yes_no("") is None
+
+
+# -- end to end on a scripted engine --------------------------------------------------------------------------
+PASSAGES = [{"doc_IDs": ["d1"], "passage": "Paris is the capital of France."},
+            {"doc_IDs": ["d2"], "passage": "Lyon is known for its food."}]
+NUGGETS = [{"text": "Paris is the capital", "importance": "vital"},
+           {"text": "No other capital was ever used", "importance": "okay"},
+           {"text": "France is in Europe", "importance": "okay"}]
+# s1 cites d1 (supports) -> matched nugget 0; s2 cites d1 and d2 (d2 does not support) -> penalised;
+# s3 uncited negative assertion -> matched nugget 1 -> rewarded; s4 uncited claim needing a citation, first ->
+# penalised; s5 uncited, repeats s4 -> ignored; s6 transition -> needs no citation
+ANSWER = ("Paris is the capital of France [1]. Paris is a capital known for food [1, 2]. No other capital was "
+          "ever used. France is in Europe. As said, France is in Europe. In summary, here is the answer.")
+
+
+def _respond(request: LLMRequest) -> str:
+    text = prompt_text(request)
+    if "Does the document support" in text:
+        return "YES" if "Paris is the capital of France." in text.split("Sentence:")[0] else "NO"
+    if "negative assertion" in text:
+        return "YES" if "No other capital" in text else "NO"
+    if "back with a source" in text:
+        return "NO" if "In summary" in text else "YES"
+    if "for the first time" in text:
+        return "NO" if "As said" in text.split("Sentence:")[1] else "YES"
+    if "Nuggets:" in text:  # list assignment: support for the nugget the sentence states
+        answer = re.search(r"Answer: (.*)", text).group(1)
+        nuggets = json.loads(re.search(r"Nuggets: (\[.*\])", text).group(1))
+        stated = {"Paris is the capital": "Paris is the capital", "No other capital was ever used": "No other",
+                  "France is in Europe": "France is in Europe"}
+        return json.dumps({"labels": ["support" if stated[n] in answer else "not_support" for n in nuggets]})
+    raise AssertionError(f"unexpected prompt: {text[:80]}")
+
+
+@pytest.fixture
+def nugget_file(tmp_path):
+    path = tmp_path / "create.jsonl"
+    path.write_text(json.dumps({"qid": "q1", "query": "What is the capital of France?", "nuggets": NUGGETS}) + "\n")
+    return path
+
+
+def _record() -> AnswerRecord:
+    return AnswerRecord.from_json({"id": "q1", "question": "What is the capital of France?", "answer": ANSWER,
+                                   "passages": PASSAGES, "hop": "single"})
+
+
+def test_the_judge_end_to_end(nugget_file, tmp_path):
+    engine = ScriptedEngine(_respond)
+    judge = ArgueJudge(nuggets={"nugget_file": str(nugget_file)})
+    record = _record()
+    metrics = judge.evaluate([record], engine, EvalContext(tmp_path / "run", tmp_path / "cache"))
+    result = record.judges["argue"]
+    verdicts = [s["verdict"] for s in result["sentences"]]
+    assert verdicts == ["reward", "penalty", "reward", "penalty", "ignore", "ignore"]
+    assert [s["credited"] for s in result["sentences"]] == [[0], [], [1], [], [], []]
+    # recall 2/3; judged s1..s4 = 4, correct s1, s3 = 2 -> precision 1/2; citations 2 of 3 support
+    expected = {"nugget_recall": 2 / 3, "sentence_precision": 0.5, "citation_support": 2 / 3,
+                "f1": 2 * (2 / 3) * 0.5 / (2 / 3 + 0.5)}
+    assert {k: result[k] for k in expected} == pytest.approx(expected)
+    assert metrics["argue/f1/all"] == pytest.approx(round(expected["f1"], 6)) and metrics["argue/n_scored"] == 1
+    assert result["parse_failures"] == 0 and result["rewarded"] == 2 and result["penalized"] == 2
+    # one batch per step: citation check (3 citations), negative assertion (4 uncited), nugget matching (s1 and
+    # s3, one window each), needs citation (3 non-negative uncited), first instance (s4 and s5)
+    sizes = [len(b) for b in engine.batches]
+    assert sizes == [3, 4, 2, 3, 2]
+    assert "Paris is the capital of France" in prompt_text(engine.batches[4][0])  # earlier sentences shown
+    assert (tmp_path / "run" / "argue" / "scores.jsonl").is_file()
+    assert record.judge_values()["argue/f1"] == pytest.approx(expected["f1"])
+
+
+def test_decisions_from_logprobs_and_unreadable_ones(nugget_file, tmp_path):
+    class Probs(ScriptedEngine):
+        supports_logprobs = True
+
+        def _generate(self, requests, desc):
+            self.batches.append(list(requests))
+            out = []
+            for r in requests:
+                if r.params.top_logprobs:
+                    said = _respond(r)
+                    if "negative assertion" in prompt_text(r):  # the model names no label here: unreadable
+                        alts = {" The": -0.1}
+                    else:
+                        alts = {" " + said: math.log(0.8), " " + ("NO" if said == "YES" else "YES"): math.log(0.2)}
+                    out.append(Completion(text="", prompt_tokens=1, completion_tokens=1, top_logprobs=[alts]))
+                else:
+                    out.append(Completion(text=_respond(r), prompt_tokens=1, completion_tokens=1))
+            return out
+
+    engine = Probs(_respond)
+    judge = ArgueJudge(nuggets={"nugget_file": str(nugget_file)}, decisions="logprobs")
+    record = _record()
+    judge.evaluate([record], engine, EvalContext(tmp_path / "run", tmp_path / "cache"))
+    result = record.judges["argue"]
+    # the four uncited sentences' negative checks are unreadable: each penalised and counted, never re-asked
+    assert [s["verdict"] for s in result["sentences"]] == ["reward", "penalty", "penalty", "penalty", "penalty",
+                                                           "penalty"]
+    assert result["parse_failures"] == 4 and result["nugget_recall"] == pytest.approx(1 / 3)
+    assert all(r.params.max_tokens == 1 for b in engine.batches[:2] for r in b)
+
+
+def test_bad_settings_fail_when_the_judge_is_built():
+    with pytest.raises(Exception, match="decisions='maybe'"):
+        ArgueFlow(decisions="maybe")
+    with pytest.raises(TypeError):
+        ArgueJudge(nuggets={"windowsize": 3})
+
+
+def test_argue_metrics_are_declared_without_building_the_judge():
+    import subprocess
+    import sys
+
+    code = ("from rag.metrics.registry import REGISTRY; "
+            "print(REGISTRY.undeclared(['argue/f1/all', 'argue/sentence_precision/multi', 'argue/parse_failures']),"
+            " REGISTRY.direction('argue/nugget_recall/all'))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.split() == ["[]", "1"]
