@@ -38,6 +38,7 @@ from hydra.errors import InstantiationException
 from omegaconf import DictConfig, OmegaConf
 from scipy.stats import pearsonr, spearmanr
 
+from eval.leaderboard import LeaderboardRow, leaderboard_correlation
 from rag.core.errors import ConfigError, DataError, MissingDataError, ServiceError
 from rag.core.io import atomic_write_jsonl, atomic_write_text
 from rag.judge.run import build_judges, evaluate_records
@@ -219,6 +220,40 @@ def inter_annotator(pairs: Sequence[HumanPair], aspect: str) -> Correlation:
     return Correlation("annotator 1 vs annotator 2", aspect, len(pairs), *_corr(labels[:, 0], labels[:, 1]))
 
 
+# -- system level --------------------------------------------------------------------------------------------
+def human_margins(pairs: Sequence[HumanPair], aspect: str, annotator: int | None = None
+                  ) -> dict[tuple[str, str], float]:
+    """(system, pair id) -> how much the humans preferred that system's answer in the pair: +label for answer 2's
+    system, -label for answer 1's, averaged over the annotators (or one annotator's). A system's mean margin over
+    its pairs is its human leaderboard score."""
+    out = {}
+    for p in pairs:
+        labels = p.labels[aspect] if annotator is None else (p.labels[aspect][annotator],)
+        margin = float(np.mean(labels))
+        out[(p.systems[0], p.pair_id)] = -margin
+        out[(p.systems[1], p.pair_id)] = margin
+    return out
+
+
+def answer_scores(scores: Mapping[str, tuple[float, float]], pairs: Sequence[HumanPair]
+                  ) -> dict[tuple[str, str], float]:
+    """(system, pair id) -> the evaluation's score of that system's answer (its pointwise leaderboard cells)."""
+    return {(p.systems[k], p.pair_id): scores[p.pair_id][k] for p in pairs if p.pair_id in scores for k in (0, 1)}
+
+
+def leaderboard_rows(evaluation: str, scores: Mapping[str, tuple[float, float]], pairs: Sequence[HumanPair],
+                     aspect: str, k: int, n_boot: int) -> list[LeaderboardRow]:
+    """The evaluation's system ranking (mean score of each system's answers) against the humans' (mean margin)."""
+    return leaderboard_correlation(evaluation, f"human {aspect}", answer_scores(scores, pairs),
+                                   human_margins(pairs, aspect), k=k, n_boot=n_boot)
+
+
+def inter_annotator_leaderboard(pairs: Sequence[HumanPair], aspect: str, k: int, n_boot: int
+                                ) -> list[LeaderboardRow]:
+    return leaderboard_correlation("annotator 2", f"annotator 1 {aspect}", human_margins(pairs, aspect, 1),
+                                   human_margins(pairs, aspect, 0), k=k, n_boot=n_boot)
+
+
 def reference_rows(source: RAGCheckerPairs, pairs: Sequence[HumanPair]) -> list[Correlation]:
     """RAGChecker's own metrics against the humans (each on its own aspect), then the inter-annotator rows."""
     scores = source.reference_scores()
@@ -257,13 +292,30 @@ class MetaResult:
     judged: list[AnswerRecord] = field(default_factory=list)
     metrics: dict[str, Any] = field(default_factory=dict)
     seconds: float = 0.0
+    #: system-level rows (every evaluation's leaderboard against the humans')
+    leaderboard: list[LeaderboardRow] = field(default_factory=list)
+
+    def markdown(self) -> str:
+        return to_markdown(self)
+
+    def write(self, out_dir: Path) -> None:
+        write(self, out_dir)
 
 
-def meta_evaluate(cfg: DictConfig, factory: EngineFactory | None = None) -> MetaResult:
-    """Reference rows, then every configured judge's fields against every human aspect."""
+def meta_evaluate(cfg: DictConfig, factory: EngineFactory | None = None) -> Any:
+    """The comparison the label source defines (`labels=trec_nuggets`, `labels=qrels`: its own `evaluate`), or
+    RAGChecker's pairs: reference rows, then every configured judge's fields against every human aspect, per pair
+    and per system. The result has `markdown()` and `write(out_dir)`."""
     source = hydra.utils.instantiate(cfg.labels)
+    if hasattr(source, "evaluate"):
+        return source.evaluate(cfg, factory)
     pairs = source.pairs()
+    k, n_boot = int(cfg.get("leaderboard", {}).get("k", 5)), int(cfg.get("leaderboard", {}).get("n_boot", 1000))
     result = MetaResult(pairs=pairs, rows=reference_rows(source, pairs))
+    for name, scores in source.reference_scores().items():
+        result.leaderboard += leaderboard_rows(name, scores, pairs, name.split("/", 1)[1], k, n_boot)
+    for aspect in source.ASPECTS:
+        result.leaderboard += inter_annotator_leaderboard(pairs, aspect, k, n_boot)
     judges = build_judges(cfg.judge) if cfg.get("judge") else []
     if not judges:
         return result
@@ -284,6 +336,8 @@ def meta_evaluate(cfg: DictConfig, factory: EngineFactory | None = None) -> Meta
     result.judged = records
     for name, scores in judge_scores(records).items():
         result.rows += [correlate(name, scores, pairs, aspect) for aspect in source.ASPECTS]
+        for aspect in source.ASPECTS:
+            result.leaderboard += leaderboard_rows(name, scores, pairs, aspect, k, n_boot)
     return result
 
 
@@ -292,7 +346,7 @@ def _pct(value: float) -> str:
     return "-" if math.isnan(value) else f"{100 * value:.2f}"
 
 
-def to_csv(rows: Sequence[Correlation]) -> str:
+def to_csv(rows: Sequence[Correlation | LeaderboardRow]) -> str:
     buffer = io.StringIO()
     fields = list(dict.fromkeys(k for r in rows for k in r.row()))
     writer = csv.DictWriter(buffer, fieldnames=fields, lineterminator="\n")
@@ -300,6 +354,14 @@ def to_csv(rows: Sequence[Correlation]) -> str:
     for r in rows:
         writer.writerow({k: ("" if isinstance(v, float) and math.isnan(v) else v) for k, v in r.row().items()})
     return buffer.getvalue()
+
+
+def _with_ci(row: LeaderboardRow, name: str) -> str:
+    value = row.values.get(name, math.nan)
+    if math.isnan(value):
+        return "-"
+    lo, hi = row.intervals.get(name, (math.nan, math.nan))
+    return f"{100 * value:.1f} [{100 * lo:.1f}, {100 * hi:.1f}]" if not math.isnan(lo) else f"{100 * value:.1f}"
 
 
 def to_markdown(result: MetaResult) -> str:
@@ -311,6 +373,28 @@ def to_markdown(result: MetaResult) -> str:
              "|---|---|---|---|---|---|---|"]
     lines += [f"| {r.evaluation} | {r.aspect} | {r.n_pairs} | {r.n_failed} | {_pct(r.pearson)} | {_pct(r.spearman)} "
               f"| {r.reason} |" for r in result.rows]
+    if result.leaderboard:
+        lines += ["", "## Leaderboard: systems ranked by each evaluation against the humans", "",
+                  f"{len({s for p in result.pairs for s in p.systems})} systems. An evaluation's leaderboard is "
+                  "the mean of its scores of each system's answers; the humans' is each system's mean margin "
+                  "(+label when its answer was preferred, averaged over annotators). Run level: tau-b, Spearman, "
+                  "tau_ap_b and Kendall@k (tau-b over the humans' top k) of the two system rankings; per topic: "
+                  "mean tau-b over topics with at least 3 systems; pooled: tau-b over every (system, topic) cell. "
+                  "x 100, with 95% bootstrap intervals over topics.", "",
+                  "| evaluation | reference | level | tau-b | Spearman | tau_ap_b | Kendall@k | undefined because |",
+                  "|---|---|---|---|---|---|---|---|"]
+        hidden = [r for r in result.leaderboard if r.level == "topic" and r.reason.startswith("no topic has")]
+        if hidden:
+            lines[-2:-2] = [f"Per-topic rows are left out here ({len(hidden)} in leaderboard.csv, undefined): every "
+                            "topic has two systems, one pair of answers.", ""]
+        for r in result.leaderboard:
+            if r in hidden:
+                continue
+            kat = next((v for name, v in r.values.items() if name.startswith("kendall_at_")), math.nan)
+            kname = next((name for name in r.values if name.startswith("kendall_at_")), "")
+            lines.append(f"| {r.evaluation} | {r.reference} | {r.level} | {_with_ci(r, 'tau_b')} | "
+                         f"{_with_ci(r, 'spearman')} | {_with_ci(r, 'tau_ap_b')} | "
+                         f"{_with_ci(r, kname) if kname else _pct(kat)} | {r.reason} |")
     if result.judged:
         calls = result.metrics.get("eval/llm_calls", 0) or 0
         hits = result.metrics.get("eval/llm_cache_hits", 0) or 0
@@ -346,9 +430,64 @@ def deltas_png(result: MetaResult, path: Path) -> Path | None:
 def write(result: MetaResult, out_dir: Path) -> None:
     atomic_write_text(out_dir / "summary.md", to_markdown(result))
     atomic_write_text(out_dir / "correlations.csv", to_csv(result.rows))
+    if result.leaderboard:
+        atomic_write_text(out_dir / "leaderboard.csv", to_csv(result.leaderboard))
     if result.judged:
         atomic_write_jsonl(out_dir / "judged.jsonl", [r.to_json() for r in result.judged])
         deltas_png(result, out_dir / "deltas.png")
+
+
+def scalars(result: Any) -> dict[str, float]:
+    """W&B summary scalars: per-item coefficients `meta/<evaluation>/<aspect>/{pearson,spearman}`, per-system ones
+    `meta/leaderboard/<evaluation>/<reference>/<level>/<coefficient>` and, for label files, `meta/labels/<stat>`."""
+    out: dict[str, float] = {}
+    for r in getattr(result, "rows", []):
+        out.update({f"meta/{r.evaluation}/{r.aspect}/pearson": r.pearson, f"meta/{r.evaluation}/{r.aspect}/spearman":
+                    r.spearman})
+    for r in getattr(result, "leaderboard", []):
+        out.update({f"meta/leaderboard/{r.evaluation}/{r.reference}/{r.level}/{name}": value
+                    for name, value in r.values.items()})
+    for source in (getattr(result, "labels", None), getattr(result, "stats", None)):
+        out.update({f"meta/labels/{k}": v for k, v in (source or {}).items() if isinstance(v, (int, float))})
+    return {k.replace(" ", "_"): float(v) for k, v in out.items() if not math.isnan(float(v))}
+
+
+def _labels_choice() -> str:
+    """The `labels` option the command composed (ragchecker, trec_nuggets, qrels); "labels" outside Hydra."""
+    from hydra.core.hydra_config import HydraConfig
+
+    return str(HydraConfig.get().runtime.choices.get("labels")) if HydraConfig.initialized() else "labels"
+
+
+def log_wandb(result: Any, cfg: DictConfig, out_dir: Path) -> str:
+    """One W&B run (the `logger` node's project, entity, mode; offline by default) with the scalars, the tables of
+    `out_dir` (*.csv) and its figures (*.png); returns the run id, also written to `out_dir/wandb_run.json`."""
+    import os
+
+    import wandb
+
+    from rag.core.secrets import redact
+
+    node = OmegaConf.to_container(cfg.logger, resolve=True)
+    os.environ.setdefault("WANDB_SILENT", "true")
+    run = wandb.init(project=node.get("project") or "ragtifier", entity=node.get("entity"),
+                     mode=node.get("mode") or "offline", dir=str(node.get("dir") or out_dir), job_type="meta",
+                     name=f"meta-{_labels_choice()}",
+                     config=redact(OmegaConf.to_container(cfg, resolve=False)), reinit="finish_previous")
+    try:
+        values = scalars(result)
+        run.summary.update(values)
+        payload: dict[str, Any] = {}
+        for table in sorted(out_dir.glob("*.csv")):
+            reader = list(csv.reader(io.StringIO(table.read_text(encoding="utf-8"))))
+            if len(reader) > 1:
+                payload[f"meta/{table.stem}"] = wandb.Table(columns=reader[0], data=reader[1:])
+        payload.update({f"meta/{png.stem}": wandb.Image(str(png)) for png in sorted(out_dir.glob("*.png"))})
+        run.log(payload)
+        atomic_write_text(out_dir / "wandb_run.json", json.dumps({"id": run.id, "mode": node.get("mode") or "offline"}) + "\n")
+        return run.id
+    finally:
+        run.finish()
 
 
 @hydra.main(version_base="1.3", config_path="../conf", config_name="meta")
@@ -358,11 +497,13 @@ def main(cfg: DictConfig) -> None:
             result = meta_evaluate(cfg)
         except InstantiationException as err:  # a constructor refused its config: its own one-line error
             raise (err.__cause__ if isinstance(err.__cause__, CLEAR_ERRORS) else err) from None
-        write(result, Path(str(cfg.out_dir)))
+        result.write(Path(str(cfg.out_dir)))
+        if str(OmegaConf.select(cfg, "logger._target_", default="")).endswith("WandbLogger"):  # logger=wandb
+            log.info("W&B run %s", log_wandb(result, cfg, Path(str(cfg.out_dir))))
     except CLEAR_ERRORS as err:
         log.error("%s: %s", type(err).__name__, err)
         raise SystemExit(2) from None
-    print(to_markdown(result), flush=True)
+    print(result.markdown(), flush=True)
 
 
 if __name__ == "__main__":

@@ -41,14 +41,14 @@ from omegaconf import DictConfig, OmegaConf, open_dict
 
 from eval.main import complete_from_run, rejudge, run_cache_dir
 from eval.nuggets import AutoNuggetizer, NuggetJudge, NuggetSet, Topic, nugget_set_hash, topic_from_record
-from eval.umbrela import GRADES, RELATED, GradeItem, UmbrelaGrader
+from eval.umbrela import GRADES, RELATED, GradeItem, UmbrelaGrader, build_grader
 from rag.core.errors import ConfigError, DataError, MissingDataError, ServiceError
 from rag.core.hashing import stable_hash
 from rag.core.io import atomic_write_json, atomic_write_jsonl
 from rag.core.overrides import quote_folder_overrides
 from rag.judge.run import build_judge, judge_nodes
 from rag.llm.base import LLMEngine
-from rag.llm.factory import EngineFactory, to_plain
+from rag.llm.factory import EngineFactory
 from rag.records import AnswerRecord
 from rag.sweep.cells import Cell, SweepFolder, load_sweep
 
@@ -287,21 +287,6 @@ def nugget_judge_keys(cfg: DictConfig) -> list[str]:
     if not keys:
         raise ConfigError("judge: no nugget judge (eval.nuggets.NuggetJudge) composed; e.g. judge=[nuggets]")
     return keys
-
-
-def build_grader(node: Any, cache_dir: Path) -> UmbrelaGrader:
-    """The grader from the `umbrela` config node (`_target_` and its settings)."""
-    from hydra.utils import get_class
-
-    settings = dict(to_plain(node) or {})
-    target = str(settings.pop("_target_", "eval.umbrela.UmbrelaGrader"))
-    try:
-        cls = get_class(target)
-        return cls(**settings, cache_dir=cache_dir)
-    except TypeError as err:
-        raise ConfigError(f"umbrela: {err}") from None
-    except Exception as err:  # noqa: BLE001 - Hydra raises several types for a bad path
-        raise ConfigError(f"umbrela._target_={target}: cannot import ({err})") from None
 
 
 @dataclass

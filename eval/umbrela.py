@@ -26,11 +26,13 @@ from pathlib import Path
 from typing import Any
 
 from eval.judges import EVAL_PROMPT_DIR
+from rag.core.errors import ConfigError
 from rag.core.hashing import slug, stable_hash
 from rag.core.io import atomic_write_json
 from rag.core.parsing import normalise_quotes
 from rag.llm.asking import ask_with_retries, make_params
 from rag.llm.base import LLMEngine, LLMRequest
+from rag.llm.factory import to_plain
 from rag.prompts import load_prompt
 
 GRADES = (0, 1, 2, 3)
@@ -151,3 +153,18 @@ class UmbrelaGrader:
                 if path is not None and res.value is not None:  # unreadable ones are asked again next time
                     atomic_write_json(path, {"key": key, "grade": res.value, "raw": res.raw})
         return [g for g in out if g is not None]
+
+
+def build_grader(node: Any, cache_dir: Path) -> UmbrelaGrader:
+    """The grader from the `umbrela` config node (`_target_` and its settings)."""
+    from hydra.utils import get_class
+
+    settings = dict(to_plain(node) or {})
+    target = str(settings.pop("_target_", "eval.umbrela.UmbrelaGrader"))
+    try:
+        cls = get_class(target)
+        return cls(**settings, cache_dir=cache_dir)
+    except TypeError as err:
+        raise ConfigError(f"umbrela: {err}") from None
+    except Exception as err:  # noqa: BLE001 - Hydra raises several types for a bad path
+        raise ConfigError(f"umbrela._target_={target}: cannot import ({err})") from None

@@ -69,6 +69,7 @@ def test_a_judge_on_the_pairs_through_the_pipeline_path(tmp_path):
     root = judge_root("liverag")
     cfg = OmegaConf.merge(root, {"labels": {"_target_": "eval.meta.RAGCheckerPairs", "path": str(RAGCHECKER),
                                             "limit": 3},
+                                 "leaderboard": {"n_boot": 20},
                                  "out_dir": str(tmp_path / "meta"), "paths": {"cache_dir": str(tmp_path / "cache")}})
     engine = ScriptedEngine(respond)
     result = meta_evaluate(cfg, factory_with(engine, cfg))
@@ -102,10 +103,11 @@ def test_bad_label_rows_name_the_record(tmp_path, edit, message):
 
 
 def test_command_prints_the_reference_table(tmp_path):
-    proc = run_module("eval.meta", [f"out_dir={tmp_path / 'meta'}"])
+    proc = run_module("eval.meta", [f"out_dir={tmp_path / 'meta'}", "leaderboard.n_boot=50"])
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert "| ragchecker/overall | overall | 280 | 0 | 61.93 | 60.90 |  |" in proc.stdout
-    assert (tmp_path / "meta" / "correlations.csv").is_file()
+    assert (tmp_path / "meta" / "correlations.csv").is_file() and (tmp_path / "meta" / "leaderboard.csv").is_file()
+    assert "| ragchecker/overall | human overall | run |" in proc.stdout
     bad = run_module("eval.meta", [f"out_dir={tmp_path / 'bad'}", "labels.limit=0"])
     assert bad.returncode == 2 and "labels.limit=0: must be at least 1" in bad.stdout + bad.stderr
     assert "Traceback" not in bad.stdout + bad.stderr and not (tmp_path / "bad").exists()
