@@ -8,13 +8,20 @@ out of range (`temperature < 0`, `top_p` outside (0, 1], `max_tokens < 1`), top-
 (`+retreiver.k=5`: a typo that would otherwise run at the default k), data files, model paths and packages,
 `rerank.k <= retriever.k` and `cache.retrieval_depth >= max k`. Each problem is one line; any problem ends the
 command with status 2 and nothing submitted. A single run checks its own config the same way, before any work.
+
+Hosted LLM engines whose key variable is set are also asked, once per process and endpoint, whether they serve
+the configured model (`check_model`, `GET /v1/models`): a retired model id is a problem like any other. An
+endpoint that does not answer is only warned about: the machine that checks a sweep may not be the one that
+runs it, and the run's own endpoint check reports it there.
 """
 
 from __future__ import annotations
 
 import difflib
+import hashlib
 import importlib.util
 import logging
+import os
 import types
 import typing
 from collections.abc import Iterable, Sequence
@@ -173,6 +180,48 @@ def _sampling_problems(path: str, node: dict[str, Any]) -> list[str]:
     return out
 
 
+#: model checks made in this process: (target, base_url, model, key variable, key digest) -> problem or None
+_MODEL_CHECKS: dict[tuple[str, ...], str | None] = {}
+
+
+def _served_model_problem(path: str, cls: Any, node: dict[str, Any], env: Any) -> str | None:
+    """Whether a hosted engine's endpoint serves its configured model, asked when the engine's key variable is set
+    with the value this process would send (a test's own `environ` without it asks nothing)."""
+    from rag.core.errors import ServiceError
+    from rag.llm.hosted import ConcurrentAPIEngine, EndpointUnreachableError
+
+    if not (isinstance(cls, type) and issubclass(cls, ConcurrentAPIEngine)):
+        return None
+    var = node.get("api_key_env")
+    key = str(env.get(var, "") or "").strip() if var else ""
+    if not key or key != os.environ.get(var, "").strip():
+        return None
+    memo = (str(node.get("_target_")), str(node.get("base_url")), str(node.get("model")), str(var),
+            hashlib.sha256(key.encode()).hexdigest())
+    if memo in _MODEL_CHECKS:
+        return _MODEL_CHECKS[memo]
+    problem = None
+    try:
+        engine = cls(**{k: v for k, v in node.items() if not k.startswith("_")})
+    except TypeError:  # keys the constructor does not take: reported above
+        return None
+    except (ServiceError, ValueError) as err:  # ConfigError is a ValueError
+        problem = f"{path}: {err}".splitlines()[0]
+    else:
+        try:
+            log.info("preflight: %s", engine.check_model(f"{path}.model"))
+        except NotImplementedError:  # an engine that cannot list its endpoint's models
+            pass
+        except EndpointUnreachableError as err:
+            log.warning("preflight: %s (the model was not checked)", err)
+        except ServiceError as err:
+            problem = str(err).splitlines()[0]
+        finally:
+            engine.close()
+    _MODEL_CHECKS[memo] = problem
+    return problem
+
+
 def known_top_level_keys() -> set[str]:
     """Top-level keys of the project's root config as composed without overrides (plus Hydra's and the
     machine-local ones), memoised."""
@@ -248,6 +297,9 @@ def check_config(cfg: DictConfig, environ: dict[str, str] | None = None) -> list
                     if not str(env.get(name, "")).strip():
                         problems.append(f"{path or 'config'}: environment variable {name} is not set "
                                         f"(needed by {str(target).rsplit('.', 1)[-1]})")
+            served = _served_model_problem(path, cls, node, env) if cls is not None else None
+            if served and served not in problems:  # `judge.llm: ${llm}` is the same engine: said once
+                problems.append(served)
         problems.extend(_sampling_problems(path, node))
         # data files: loaders take `path` relative to `data_dir`
         if target and "path" in node and "data_dir" in node and isinstance(node["path"], str):

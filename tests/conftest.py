@@ -13,6 +13,10 @@ ROOT = Path(__file__).resolve().parents[1]
 CONF_DIR = ROOT / "conf"
 DATA_DIR = Path(os.environ.get("RAG_DATA_DIR", ROOT.parent / "shared" / "data")).resolve()
 
+# tests/skip_report.py: skipped tests printed by reason at the end; under CI=true an undeclared skip fails the run
+# (allow-list: tests/skips_allowed.txt). pytester: the plugin's own tests run pytest inside pytest.
+pytest_plugins = ["pytester", "tests.skip_report"]
+
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("WANDB_MODE", "offline")
 os.environ.setdefault("WANDB_SILENT", "true")

@@ -1,4 +1,4 @@
-"""Anthropic Messages API engine (Claude 3.5 Haiku, RAGtifier's second judge; LiveRAG judged with Claude).
+"""Anthropic Messages API engine (Claude Haiku, RAGtifier's second judge; LiveRAG judged with Claude).
 
 Our chat messages map onto the Messages API as the API requires: system turns go to the top-level `system`
 field, the user/assistant turns to `messages`. A batch runs as concurrent requests (thread pool bounded by
@@ -7,8 +7,10 @@ and server errors are retried with exponential backoff (or the server's `Retry-A
 times, the SDK's own retries being off so that the bound is ours. The key comes only from the environment
 variable named by `api_key_env`; it is never stored on the engine, so it cannot reach a repr, a log or a config.
 
-`cost_usd` sums the cost of real (uncached) calls from per-million-token prices (defaults: Claude 3.5 Haiku's
-list prices, $0.80 input / $4 output; set them in the config for other models).
+`cost_usd` sums the cost of real (uncached) calls from per-million-token prices (defaults: Claude Haiku 4.5's
+list prices, $1 input / $5 output; set them in the config for other models). RAGtifier used Claude 3.5 Haiku
+(`claude-3-5-haiku-20241022`), which Anthropic has retired: `check_model` (`python -m rag.llm.check_model`,
+and the preflight when the key is set) asks `GET /v1/models` whether the configured id is still served.
 """
 
 from __future__ import annotations
@@ -22,7 +24,7 @@ from rag.core.errors import ServiceError
 from rag.core.retry import call_with_retries
 from rag.llm.base import Completion, LLMRequest
 from rag.llm.cache import ResponseCache
-from rag.llm.hosted import ConcurrentAPIEngine
+from rag.llm.hosted import ConcurrentAPIEngine, EndpointUnreachableError, ResolvedModel, ServedModels
 
 log = logging.getLogger(__name__)
 
@@ -44,10 +46,10 @@ def is_retryable(err: BaseException) -> bool:
 
 
 class AnthropicEngine(ConcurrentAPIEngine):
-    def __init__(self, model: str = "claude-3-5-haiku-20241022", api_key_env: str = "ANTHROPIC_API_KEY",
+    def __init__(self, model: str = "claude-haiku-4-5-20251001", api_key_env: str = "ANTHROPIC_API_KEY",
                  base_url: str | None = None, concurrency: int = 4, timeout_s: float = 120.0, max_retries: int = 6,
                  backoff_initial_s: float = 2.0, backoff_max_s: float = 60.0,
-                 price_input_per_mtok: float | None = 0.8, price_output_per_mtok: float | None = 4.0,
+                 price_input_per_mtok: float | None = 1.0, price_output_per_mtok: float | None = 5.0,
                  cache: ResponseCache | None = None):
         super().__init__(model=model, chat_format="chat", cache=cache,
                          supports_json_schema=False, concurrency=concurrency,
@@ -82,6 +84,51 @@ class AnthropicEngine(ConcurrentAPIEngine):
                 kwargs["base_url"] = self.base_url
             self._client = Anthropic(**kwargs)
         return self._client
+
+    def where(self) -> str:
+        return self.base_url or "api.anthropic.com"
+
+    def _check_failed(self, err: BaseException) -> ServiceError:
+        """A failed model listing as one line: unreachable, or refused (a wrong key says which variable)."""
+        import anthropic
+
+        if isinstance(err, (anthropic.APIConnectionError, anthropic.APITimeoutError)):
+            return EndpointUnreachableError(f"llm=anthropic: cannot reach {self.where()} to list its models "
+                                            f"({type(err).__name__})")
+        status = getattr(err, "status_code", None)
+        if status in (401, 403):
+            return AnthropicEngineError(f"llm=anthropic: {self.where()} refused the key in {self.api_key_env} "
+                                        f"(HTTP {status})")
+        message = " ".join(str(getattr(err, "message", err)).split())[:300]
+        return AnthropicEngineError(f"llm=anthropic: listing the models of {self.where()} failed (HTTP {status}): "
+                                    f"{message}")
+
+    def served_models(self) -> ServedModels:
+        """`GET /v1/models`, every page (active and deprecated models; retired ones are not listed)."""
+        import anthropic
+
+        client = self.client.with_options(timeout=self.MODEL_CHECK_TIMEOUT_S)
+        try:
+            models = list(client.models.list(limit=1000))  # iterating follows `has_more` / `last_id`
+        except anthropic.APIError as err:
+            raise self._check_failed(err) from None
+        deprecated = {m.id: f"retires {m.retires_at:%Y-%m-%d}" if getattr(m, "retires_at", None) else "no date yet"
+                      for m in models if getattr(m, "lifecycle", None) == "deprecated"}
+        return ServedModels(ids=[m.id for m in models], deprecated=deprecated)
+
+    def resolve_model(self) -> ResolvedModel | None:
+        """`GET /v1/models/{name}` resolves an alias (`claude-haiku-4-5`) to the id the list shows; a retired
+        model is still found there, marked retired."""
+        import anthropic
+
+        client = self.client.with_options(timeout=self.MODEL_CHECK_TIMEOUT_S)
+        try:
+            info = client.models.retrieve(self.model)
+        except anthropic.NotFoundError:
+            return None
+        except anthropic.APIError as err:
+            raise self._check_failed(err) from None
+        return ResolvedModel(id=info.id, retired=getattr(info, "lifecycle", None) == "retired")
 
     def usage_report(self) -> dict[str, Any]:
         """Tokens, calls and dollars of this process, for run summaries."""

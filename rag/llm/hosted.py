@@ -2,17 +2,25 @@
 
 A batch runs as concurrent calls bounded by `concurrency`; the real (uncached) calls are costed from
 per-million-token prices into `cost_usd`, which the pipeline reports in metrics.json.
+
+`check_model` asks the endpoint which models it serves (Anthropic's and OpenAI's `GET /v1/models`) and fails in
+one line when the configured model is not among them: hosted providers retire model ids, and a retired id would
+otherwise fail only at the first request of a run (`python -m rag.llm.check_model`, and `rag.preflight` when
+the key is set).
 """
 
 from __future__ import annotations
 
+import difflib
 from abc import abstractmethod
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor, as_completed
+from dataclasses import dataclass, field
 from typing import Any
 
 from tqdm.auto import tqdm
 
+from rag.core.errors import ServiceError
 from rag.llm.base import EMPTY_RETRIES, Completion, LLMEngine, LLMRequest
 
 
@@ -20,6 +28,36 @@ def token_cost_usd(prompt_tokens: int, completion_tokens: int, input_per_mtok: f
                    output_per_mtok: float | None) -> float:
     """Cost of one call from per-million-token prices (a missing price counts as free)."""
     return (prompt_tokens * (input_per_mtok or 0.0) + completion_tokens * (output_per_mtok or 0.0)) / 1e6
+
+
+class EndpointUnreachableError(ServiceError):
+    """No answer from the endpoint at all (connection refused, timeout): the preflight only warns about it, since
+    the machine that checks a sweep is not always the one that runs it."""
+
+
+class ModelNotServedError(ServiceError):
+    """The endpoint answered, and the configured model is not among the models it serves."""
+
+
+@dataclass(frozen=True)
+class ServedModels:
+    """What an endpoint says it serves."""
+
+    ids: list[str]
+    #: the server answers every model name with the one model it has loaded (llama.cpp's `llama-server`), so a
+    #: name it does not list is no fault
+    any_name: bool = False
+    #: id -> what the endpoint says of a model headed for retirement (still served: said, not refused)
+    deprecated: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class ResolvedModel:
+    """A model name the endpoint looked up (an alias, or an id its list leaves out)."""
+
+    id: str
+    #: still in the endpoint's catalogue, but requests naming it fail
+    retired: bool = False
 
 
 class ConcurrentAPIEngine(LLMEngine):
@@ -68,6 +106,43 @@ class ConcurrentAPIEngine(LLMEngine):
         if error is not None:
             raise error
         return [c for c in completions if c is not None]
+
+    #: seconds to wait for the model list (a check, not a generation: no reason to wait the request timeout)
+    MODEL_CHECK_TIMEOUT_S = 15.0
+
+    def served_models(self) -> ServedModels:
+        """Ask the endpoint which models it serves (one listing, no retries). Raises `EndpointUnreachableError`
+        when nothing answers, another `ServiceError` when the endpoint refuses (a wrong key)."""
+        raise NotImplementedError(f"{type(self).__name__} cannot list the models its endpoint serves")
+
+    def resolve_model(self) -> ResolvedModel | None:
+        """What the endpoint resolves the configured name to, for names it does not list (aliases, retired
+        models); None where the endpoint has no such lookup or does not know the name."""
+        return None
+
+    def where(self) -> str:
+        """The endpoint, credentials masked, for messages."""
+        return str(getattr(self, "base_url", None) or "the default endpoint")
+
+    def check_model(self, setting: str = "llm.model") -> str:
+        """One line saying the configured model is served; raises `ModelNotServedError` in one line naming the
+        setting, the endpoint and the closest ids it does serve."""
+        served = self.served_models()
+        if self.model in served.ids:
+            note = served.deprecated.get(self.model)
+            return f"{setting}={self.model}: served by {self.where()}" + (f" (deprecated: {note})" if note else "")
+        if served.any_name:
+            return (f"{setting}={self.model}: {self.where()} answers every model name with the model it has loaded "
+                    f"({', '.join(served.ids) or 'unnamed'})")
+        resolved = self.resolve_model()
+        if resolved and not resolved.retired:
+            return f"{setting}={self.model}: served by {self.where()} as {resolved.id}"
+        close = difflib.get_close_matches(self.model, served.ids, n=3, cutoff=0.4)
+        hint = f"closest: {', '.join(close)}" if close else \
+            f"it serves {len(served.ids)} model(s){': ' + ', '.join(served.ids[:5]) if served.ids else ''}"
+        what = "is retired at" if resolved else "is not served by"
+        raise ModelNotServedError(f"{setting}={self.model} {what} {self.where()} ({hint}); set {setting} to a model "
+                                  f"it serves")
 
     def close(self) -> None:
         if self._client is not None:

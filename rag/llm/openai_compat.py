@@ -21,9 +21,29 @@ from rag.core.retry import call_with_retries
 from rag.core.secrets import mask_url
 from rag.llm.base import Completion, LLMRequest
 from rag.llm.cache import ResponseCache
-from rag.llm.hosted import ConcurrentAPIEngine
+from rag.llm.hosted import ConcurrentAPIEngine, EndpointUnreachableError, ServedModels
 
 log = logging.getLogger(__name__)
+
+#: where the token limit goes (`llm.limit_param`): OpenAI's reasoning models (o-series, gpt-5) refuse
+#: `max_tokens` and take `max_completion_tokens`, which also bounds their hidden reasoning tokens
+LIMIT_PARAMS = ("max_tokens", "max_completion_tokens")
+#: request fields a model may refuse (`llm.refused_params`; reasoning models: temperature, top_p, and on o3 /
+#: o4-mini stop, logprobs): left out of its requests, chosen by config, never guessed from the model's name
+REFUSABLE_PARAMS = ("temperature", "top_p", "seed", "stop", "logprobs", "top_logprobs")
+
+
+def check_request_shape(limit_param: str, refused_params: Sequence[str], chat_format: str) -> None:
+    """One line naming the setting when the configured request shape cannot be sent."""
+    if limit_param not in LIMIT_PARAMS:
+        raise ConfigError(f"llm.limit_param={limit_param!r}: must be one of {', '.join(LIMIT_PARAMS)}")
+    unknown = [p for p in refused_params if p not in REFUSABLE_PARAMS]
+    if unknown:
+        raise ConfigError(f"llm.refused_params: {', '.join(map(str, unknown))} cannot be left out (these can: "
+                          f"{', '.join(REFUSABLE_PARAMS)})")
+    if limit_param == "max_completion_tokens" and chat_format != "chat":
+        raise ConfigError("llm.limit_param=max_completion_tokens is a chat-completions field; /v1/completions "
+                          f"(llm.chat_format={chat_format}) takes max_tokens")
 
 
 def _retryable(err: BaseException) -> bool:
@@ -93,7 +113,12 @@ class OpenAICompatibleEngine(ConcurrentAPIEngine):
                  timeout_s: float = 120.0, max_retries: int = 4, cache: ResponseCache | None = None,
                  extra_body: dict[str, Any] | None = None,
                  price_input_per_mtok: float | None = None, price_output_per_mtok: float | None = None,
-                 n_ctx: int | None = None):
+                 n_ctx: int | None = None, limit_param: str = "max_tokens",
+                 refused_params: Sequence[str] | None = None):
+        check_request_shape(limit_param, list(refused_params or ()), chat_format)
+        #: the body field of the token limit, and the fields this model refuses (see LIMIT_PARAMS)
+        self.limit_param, self.refused_params = limit_param, tuple(refused_params or ())
+        self._said_dropped = False
         super().__init__(model=model, chat_format=chat_format, cache=cache,
                          supports_json_schema=json_mode != "none", concurrency=concurrency,
                          price_input_per_mtok=price_input_per_mtok, price_output_per_mtok=price_output_per_mtok)
@@ -223,6 +248,30 @@ class OpenAICompatibleEngine(ConcurrentAPIEngine):
                            f"({reason}; {len(self.ENDPOINT_CHECK_DELAYS)} attempts); start the server or "
                            f"correct llm.base_url")
 
+    def where(self) -> str:
+        return mask_url(self.base_url)
+
+    def served_models(self) -> ServedModels:
+        """`GET <base_url>/models` through the SDK, once (`data[].id`). llama.cpp's servers answer a name they do
+        not list with their (default) model: `llama-server` with one model loaded (`owned_by: llamacpp`), and
+        llama-cpp-python's server (`owned_by: me`, which falls back to its default `--model_alias`)."""
+        import openai
+
+        client = self.client.with_options(timeout=self.MODEL_CHECK_TIMEOUT_S, max_retries=0)
+        try:
+            models = list(client.models.list())
+        except (openai.APIConnectionError, openai.APITimeoutError) as err:
+            raise EndpointUnreachableError(f"llm endpoint {self.where()} cannot be reached to list its models "
+                                           f"({type(err).__name__}); start the server or correct llm.base_url") from None
+        except openai.APIStatusError as err:
+            refused = f"refused the key in {self.api_key_env}" if err.status_code in (401, 403) else "failed"
+            message = " ".join(str(getattr(err, "message", "") or err).split())[:200]
+            raise ServiceError(f"llm endpoint {self.where()}: listing its models {refused} (HTTP {err.status_code}): "
+                               f"{message}") from None
+        owners = [getattr(m, "owned_by", None) for m in models]
+        any_name = owners == ["llamacpp"] or (bool(owners) and set(owners) == {"me"})
+        return ServedModels(ids=[m.id for m in models], any_name=any_name)
+
     def _generate(self, requests: Sequence[LLMRequest], desc: str) -> list[Completion]:
         if not self._endpoint_ok:
             self.check_endpoint()
@@ -230,8 +279,11 @@ class OpenAICompatibleEngine(ConcurrentAPIEngine):
 
     def signature(self) -> dict[str, Any]:
         """The endpoint decides which model answers (a local server may serve any file under any name)."""
-        return {"base_url": self.base_url, "json_mode": self.json_mode, "extra_body": self.extra_body,
-                "rendering": self.chat_format}
+        out = {"base_url": self.base_url, "json_mode": self.json_mode, "extra_body": self.extra_body,
+               "rendering": self.chat_format}
+        if self.limit_param != "max_tokens" or self.refused_params:  # absent at the defaults: old keys stay valid
+            out["request_shape"] = {"limit_param": self.limit_param, "refused": sorted(self.refused_params)}
+        return out
 
     @property
     def client(self):
@@ -270,6 +322,22 @@ class OpenAICompatibleEngine(ConcurrentAPIEngine):
             from llama_cpp.llama_grammar import json_schema_to_gbnf
 
             body["grammar"] = json_schema_to_gbnf(json.dumps(p.json_schema))
+        return self.shaped_for_model(body)
+
+    def shaped_for_model(self, body: dict[str, Any]) -> dict[str, Any]:
+        """The body as this model takes it (`llm.limit_param`, `llm.refused_params`): refused sampling fields are
+        left out (the model samples its own way); log-probabilities a caller needs are an error, never dropped."""
+        needed = [k for k in ("logprobs", "top_logprobs") if k in self.refused_params and body.get(k)]
+        if needed:
+            raise ConfigError(f"llm.refused_params lists {', '.join(needed)}: {self.model} returns no "
+                              f"log-probabilities, and this caller needs them (use an engine that returns them)")
+        if self.limit_param != "max_tokens":
+            body[self.limit_param] = body.pop("max_tokens")
+        dropped = [k for k in self.refused_params if body.pop(k, None) is not None]
+        if dropped and not self._said_dropped:
+            self._said_dropped = True
+            log.info("llm %s: %s not sent (llm.refused_params); token limit sent as %s", self.model,
+                     ", ".join(dropped), self.limit_param)
         return body
 
     def service_error(self, err: BaseException) -> BaseException:

