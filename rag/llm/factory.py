@@ -66,6 +66,26 @@ def build_engine(llm_cfg: Any, cache: ResponseCache | None = None) -> LLMEngine:
     return engine
 
 
+def process_tree_rss() -> int | None:
+    """Resident memory of this process and all its descendants in bytes (None without psutil)."""
+    try:
+        import psutil
+    except ImportError:
+        return None
+    total = 0
+    me = psutil.Process()
+    for proc in [me, *me.children(recursive=True)]:
+        try:
+            total += proc.memory_info().rss
+        except (psutil.NoSuchProcess, psutil.AccessDenied, psutil.ZombieProcess):
+            continue  # exited while being measured
+    return total
+
+
+def _gib(value: int | None) -> str:
+    return "unknown" if value is None else f"{value / 2**30:.2f} GiB"
+
+
 def usage_delta(after: Usage, before: Usage) -> Usage:
     return Usage(**{k: getattr(after, k) - getattr(before, k) for k in Usage.__dataclass_fields__})
 
@@ -79,6 +99,8 @@ class EngineFactory:
         self._owned: set[str] = set()
         #: engines closed to make room for another model (reloaded on their next use)
         self.released = 0
+        #: (RSS bytes before, after) of this process and its children, per `release` that closed an engine
+        self.release_rss: list[tuple[int | None, int | None]] = []
 
     def get(self, llm_cfg: Any, release_others: bool = False) -> LLMEngine:
         """The engine for `llm_cfg`, built on first use. With `release_others`, a new model first frees the
@@ -96,14 +118,22 @@ class EngineFactory:
         self._engines.setdefault(llm_key(llm_cfg), engine)
 
     def release(self, keep: str | None = None) -> int:
-        """Close every held engine except `keep` (frees model memory; the objects stay usable)."""
+        """Close every held engine except `keep` (frees model memory; the objects stay usable).
+
+        The memory of this process and its children (vLLM runs its model in worker processes) is measured
+        before and after, logged, and kept in `release_rss` as (bytes before, bytes after), so a run shows that
+        the generator's model really left before the judge's loads."""
+        before = process_tree_rss()
         n = 0
         for key, engine in self._engines.items():
             if key != keep:
                 engine.close()
                 n += 1
         if n:
-            log.info("released %d engine(s) before loading another model", n)
+            after = process_tree_rss()
+            self.release_rss.append((before, after))
+            log.info("released %d engine(s) before loading another model: memory (RSS of this process and its "
+                     "children) %s -> %s", n, _gib(before), _gib(after))
         self.released += n
         return n
 

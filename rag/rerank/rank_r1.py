@@ -27,7 +27,7 @@ import time
 from collections.abc import Generator
 from typing import Any
 
-from rag.core.hashing import slug
+from rag.core.hashing import slug, stable_hash
 from rag.llm.base import LLMEngine, LLMRequest, SamplingParams
 from rag.prompts import PromptTemplate, load_prompt
 from rag.records import ScoredPassage
@@ -114,8 +114,16 @@ class RankR1Reranker(Reranker):
     def key(self) -> str:
         model = self.engine.model if self.engine is not None else "no-llm"
         words = f"-w{self.passage_words}" if self.passage_words else ""
-        return slug(f"rank_r1-{model}-c{self.num_child}-d{self.sort_depth}-t{self.temperature:g}{words}"
-                    f"-{self.prompt_name}")
+        return slug(f"rank_r1-{model}{self._adapter_tag()}-c{self.num_child}-d{self.sort_depth}"
+                    f"-t{self.temperature:g}{words}-{self.prompt_name}")
+
+    def _adapter_tag(self) -> str:
+        """A LoRA engine's adapter by content (another adapter under the same name is another ranking)."""
+        if self.engine is None or not getattr(self.engine, "lora", None):
+            return ""
+        if getattr(self, "_adapter", None) is None:
+            self._adapter = f"-lora{stable_hash(self.engine.model_identity().get('lora'), length=10)}"
+        return self._adapter
 
     @property
     def template(self) -> PromptTemplate:

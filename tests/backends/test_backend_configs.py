@@ -27,7 +27,7 @@ OURS = ["retriever/pinecone", "retriever/opensearch", "retriever/hybrid", "reran
         "llm/openai_reasoning"]
 
 SERVICE_VARS = ["E5_BASE_V2_PATH", "PINECONE_HOST", "OPENSEARCH_ACCESS", "AWS_PROFILE", "BGE_RERANKER_PATH",
-                "BGE_M3_PATH", "RANK_R1_MODEL", "ANTHROPIC_BASE_URL", "OPENAI_BASE_URL", "OPENAI_MODEL"]
+                "BGE_M3_PATH", "RANK_R1_BASE_MODEL", "RANK_R1_ADAPTER", "ANTHROPIC_BASE_URL", "OPENAI_BASE_URL", "OPENAI_MODEL"]
 
 
 @pytest.fixture(autouse=True)
