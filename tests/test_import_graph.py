@@ -44,7 +44,7 @@ LAYERS: list[tuple[str, frozenset[str]]] = [
     ("run support", frozenset({"stage_cache", "reuse", "fingerprint", "preflight", "sweep"})),
     ("pipeline", frozenset({"pipeline"})),
     # tools built on runs: the live day, data generation, exports, run loggers, reports
-    ("tools", frozenset({"live", "datagen", "export", "loggers", "report"})),
+    ("tools", frozenset({"live", "datagen", "export", "loggers", "report", "index"})),
     ("entry point", frozenset({"main"})),
 ]
 

@@ -37,6 +37,16 @@ class BM25Retriever(Retriever):
 
         return bm25s.tokenize(texts, stopwords=self.stopwords, stemmer=self._stemmer, show_progress=show_progress)
 
+    def tokenize(self, texts: list[str], show_progress: bool = False):
+        """Token ids and their vocabulary (a bm25s `Tokenized`) with this retriever's stopwords and stemmer: the
+        terms its index and its queries are made of. Public so that `rag.index` and the sharded searcher make
+        exactly these terms."""
+        if self.stemmer_lang and self._stemmer is None:
+            import Stemmer
+
+            self._stemmer = Stemmer.Stemmer(self.stemmer_lang)
+        return self._tokenize(texts, show_progress)
+
     def prepare(self, corpus: Corpus | None, cache_dir: str | Path) -> None:
         import bm25s
 

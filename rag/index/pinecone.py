@@ -1,0 +1,121 @@
+"""`python -m rag.index backend=pinecone`: upsert passage vectors into your own Pinecone index.
+
+Vectors are made by the retriever's own embedder (LiveRAG's `intfloat/e5-base-v2` with its `passage: ` prefix,
+normalised, in conf/retriever/pinecone.yaml; set `E5_BASE_V2_PATH` or its `model_path`, and
+`backend.service.embedder.device=cuda` on GPU tasks), so the queries `retriever=pinecone` embeds (`query: `)
+meet them in the same space. Each vector is `{id: passage id, values, metadata: {doc_id, text (, title)}}`
+under the field names the retriever reads. Upserts are batched (`batch_size` vectors per request, under
+Pinecone's 2 MB / 1000-vector caps), retried with tenacity on rate limits, timeouts and server errors (the
+retriever's rules: `rag.retrieve.pinecone.is_retryable`), and journaled per batch (`rag.index.ingest`), so a
+rerun resumes where the last one stopped. Create the index first (dimension = the embedder's, 768 for e5-base-v2;
+metric cosine or dotproduct: the vectors are unit length).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+from tenacity import Retrying, retry_if_exception, stop_after_attempt, wait_exponential_jitter
+
+from rag.core.errors import DataError
+from rag.index.ingest import ingest_part
+from rag.index.plan import BuildFolder, Part
+from rag.index.sources import SourcePassage, where
+from rag.retrieve.pinecone import PineconeRetriever, PineconeServiceError, _get, is_retryable
+
+log = logging.getLogger(__name__)
+
+
+class PineconeIngest:
+    kind = "pinecone"
+
+    def __init__(self, retriever: PineconeRetriever, cfg: Any):
+        self.retriever = retriever
+        self.batch_passages = max(1, int(cfg.batch_size))
+        self.encode_batch = max(1, int(cfg.encode_batch))
+        self.max_retries = int(cfg.max_retries)
+        self.backoff_initial_s, self.backoff_max_s = float(cfg.backoff_initial_s), float(cfg.backoff_max_s)
+        self.max_metadata_bytes = int(cfg.max_metadata_bytes)
+        self._folder: BuildFolder | None = None
+
+    @property
+    def name(self) -> str:
+        return self.retriever.key
+
+    def settings(self) -> dict[str, Any]:
+        r = self.retriever
+        return {"key": r.key, "host": r.host, "vectors": r.embedder.vector_key,
+                "fields": [r.doc_id_field, r.text_field, r.title_field]}
+
+    def prepare(self, folder: BuildFolder, plan: Any) -> None:
+        """Open the index once: a missing key, host or index ends here in one line, before any encoding."""
+        self.retriever._connect()
+
+    # -- one part -------------------------------------------------------------------------------------------------
+    def records(self, batch: list[SourcePassage]) -> list[dict[str, Any]]:
+        """The upsert records of a batch: id, the passage vector, the metadata the retriever reads."""
+        r = self.retriever
+        vectors = r.embedder.encode_passages([item.passage.text for item in batch])
+        out = []
+        for item, vector in zip(batch, vectors):
+            p = item.passage
+            metadata = {r.doc_id_field: p.doc_id, r.text_field: p.text}
+            if r.title_field:
+                metadata[r.title_field] = p.title
+            size = len(json.dumps(metadata, ensure_ascii=False).encode("utf-8"))
+            if size > self.max_metadata_bytes:
+                files, kinds = self._folder.files(), self._folder.corpus.kinds
+                raise DataError(f"{where(files[item.file_index], kinds[item.file_index], item.row)}: passage "
+                                f"{p.passage_id!r} has {size} bytes of metadata, over Pinecone's "
+                                f"{self.max_metadata_bytes} (backend.max_metadata_bytes); lower index.chunk_words")
+            out.append({"id": p.passage_id, "values": [float(x) for x in vector], "metadata": metadata})
+        return out
+
+    def send(self, batch: list[SourcePassage]) -> None:
+        r = self.retriever
+        index = r._connect()
+        records = self.records(batch)
+        retrying = Retrying(stop=stop_after_attempt(self.max_retries + 1), reraise=True,
+                            wait=wait_exponential_jitter(initial=self.backoff_initial_s, max=self.backoff_max_s),
+                            retry=retry_if_exception(is_retryable))
+        try:
+            for attempt in retrying:
+                with attempt:
+                    response = index.upsert(vectors=records, namespace=r.namespace)
+        except Exception as err:  # noqa: BLE001 - one line naming the host, as the retriever's errors do
+            raise PineconeServiceError(r._explain(err, f"upsert of {len(records)} vectors")) from None
+        upserted = _get(response, "upserted_count")
+        if upserted is not None and int(upserted) != len(records):
+            raise PineconeServiceError(f"backend=pinecone: {r._where()} upserted {upserted} of {len(records)} "
+                                       f"vectors ({records[0]['id']!r}..{records[-1]['id']!r})")
+
+    def build_part(self, folder: BuildFolder, part: Part, tmp: Path,
+                   batches: Iterator[list[SourcePassage]]) -> dict[str, Any]:
+        self._folder = folder
+        self.retriever._connect()
+        return ingest_part(folder, part, tmp, batches, self.send)
+
+    # -- registration -----------------------------------------------------------------------------------------------
+    def merge(self, folder: BuildFolder, parts: list[tuple[Part, Path, dict[str, Any]]], out: Path,
+              single: bool) -> dict[str, Any]:
+        """Record what was upserted; the index's own count is logged (Pinecone counts lag writes)."""
+        r = self.retriever
+        index = r._connect()
+        passages = sum(int(m["passages"]) for _, _, m in parts)
+        count = None
+        try:
+            stats = index.describe_index_stats()
+            namespaces = _get(stats, "namespaces") or {}
+            summary = namespaces.get(r.namespace) if isinstance(namespaces, dict) else None
+            count = _get(summary, "vector_count") if summary is not None else None
+        except Exception as err:  # noqa: BLE001 - the upserts are acknowledged; the count is informative only
+            log.warning("could not read the index's stats: %s", r._explain(err, "describe_index_stats"))
+        log.info("pinecone %s namespace %s: %s vectors counted, %d passages upserted", r.index_name, r.namespace,
+                 count, passages)
+        return {"units": [], "service": {"kind": "pinecone", "index": r.index_name, "namespace": r.namespace,
+                                         "host": r.host, "vectors": r.embedder.vector_key, "count": count,
+                                         "fields": [r.doc_id_field, r.text_field, r.title_field]}}
