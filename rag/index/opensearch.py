@@ -42,7 +42,7 @@ class OpenSearchIngest:
         return self.retriever.key
 
     def settings(self) -> dict[str, Any]:
-        host, port, ssl = self.retriever._endpoint()
+        host, port, ssl = self.retriever.endpoint()
         return {"key": self.retriever.key, "host": f"{host}:{port}", "fields": self._fields()}
 
     def _fields(self) -> list[str | None]:
@@ -68,19 +68,19 @@ class OpenSearchIngest:
         except OpenSearchServiceError:
             raise
         except Exception as err:  # noqa: BLE001 - explained in one line, as the retriever does
-            raise OpenSearchServiceError(f"backend=opensearch: {what}: {self.retriever._explain(err)}") from None
+            raise OpenSearchServiceError(f"backend=opensearch: {what}: {self.retriever.explain(err)}") from None
 
     def prepare(self, folder: BuildFolder, plan: Any) -> None:
         """Connect once and create the index if it does not exist (under the plan's lock: once per build)."""
-        client = self.retriever._connect()
+        client = self.retriever.connect()
         name = self.retriever.index_name
         if self._call(lambda: client.indices.exists(index=name), f"checking index {name!r}"):
             return
         if not self.create_index:
-            raise OpenSearchServiceError(f"backend=opensearch: index {name!r} does not exist at {self.retriever._url} "
+            raise OpenSearchServiceError(f"backend=opensearch: index {name!r} does not exist at {self.retriever.url} "
                                          f"(backend.create_index=false)")
         self._call(lambda: client.indices.create(index=name, body=self.index_body()), f"creating index {name!r}")
-        log.info("created OpenSearch index %s at %s", name, self.retriever._url)
+        log.info("created OpenSearch index %s at %s", name, self.retriever.url)
 
     # -- one part -------------------------------------------------------------------------------------------------
     def actions(self, batch: list[SourcePassage]) -> Iterator[dict[str, Any]]:
@@ -95,7 +95,7 @@ class OpenSearchIngest:
     def send(self, batch: list[SourcePassage]) -> None:
         from opensearchpy import helpers
 
-        client = self.retriever._connect()
+        client = self.retriever.connect()
         failures: list[dict[str, Any]] = []
 
         def attempt() -> None:
@@ -112,20 +112,20 @@ class OpenSearchIngest:
         if failures:
             info = next(iter(failures[0].values()))
             raise OpenSearchServiceError(
-                f"backend=opensearch: passage {info.get('_id')!r} refused by {self.retriever._url} (HTTP "
+                f"backend=opensearch: passage {info.get('_id')!r} refused by {self.retriever.url} (HTTP "
                 f"{info.get('status')}): {_error_reason(info.get('error'))}; {len(failures)} of {len(batch)} "
                 f"in this batch failed")
 
     def build_part(self, folder: BuildFolder, part: Part, tmp: Path,
                    batches: Iterator[list[SourcePassage]]) -> dict[str, Any]:
-        self.retriever._connect()
+        self.retriever.connect()
         return ingest_part(folder, part, tmp, batches, self.send)
 
     # -- registration -----------------------------------------------------------------------------------------------
     def merge(self, folder: BuildFolder, parts: list[tuple[Part, Path, dict[str, Any]]], out: Path,
               single: bool) -> dict[str, Any]:
         """Refresh, then check the index holds every passage (fewer: refused; more: other documents, logged)."""
-        client = self.retriever._connect()
+        client = self.retriever.connect()
         name = self.retriever.index_name
         passages = sum(int(m["passages"]) for _, _, m in parts)
         count = None
@@ -133,10 +133,10 @@ class OpenSearchIngest:
             self._call(lambda: client.indices.refresh(index=name), f"refreshing {name!r}")
             count = int(self._call(lambda: client.count(index=name), f"counting {name!r}")["count"])
             if count < passages:
-                raise OpenSearchServiceError(f"backend=opensearch: index {name!r} at {self.retriever._url} holds "
+                raise OpenSearchServiceError(f"backend=opensearch: index {name!r} at {self.retriever.url} holds "
                                              f"{count} documents, the corpus has {passages} passages")
             if count > passages:
                 log.warning("index %s holds %d documents, %d more than this corpus's passages", name, count,
                             count - passages)
-        return {"units": [], "service": {"kind": "opensearch", "url": self.retriever._url, "index": name,
+        return {"units": [], "service": {"kind": "opensearch", "url": self.retriever.url, "index": name,
                                          "fields": self._fields(), "count": count}}

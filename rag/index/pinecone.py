@@ -53,7 +53,7 @@ class PineconeIngest:
 
     def prepare(self, folder: BuildFolder, plan: Any) -> None:
         """Open the index once: a missing key, host or index ends here in one line, before any encoding."""
-        self.retriever._connect()
+        self.retriever.connect()
 
     # -- one part -------------------------------------------------------------------------------------------------
     def records(self, batch: list[SourcePassage]) -> list[dict[str, Any]]:
@@ -77,7 +77,7 @@ class PineconeIngest:
 
     def send(self, batch: list[SourcePassage]) -> None:
         r = self.retriever
-        index = r._connect()
+        index = r.connect()
         records = self.records(batch)
         retrying = Retrying(stop=stop_after_attempt(self.max_retries + 1), reraise=True,
                             wait=wait_exponential_jitter(initial=self.backoff_initial_s, max=self.backoff_max_s),
@@ -87,7 +87,7 @@ class PineconeIngest:
                 with attempt:
                     response = index.upsert(vectors=records, namespace=r.namespace)
         except Exception as err:  # noqa: BLE001 - one line naming the host, as the retriever's errors do
-            raise PineconeServiceError(r._explain(err, f"upsert of {len(records)} vectors")) from None
+            raise PineconeServiceError(r.explain(err, f"upsert of {len(records)} vectors")) from None
         upserted = _get(response, "upserted_count")
         if upserted is not None and int(upserted) != len(records):
             raise PineconeServiceError(f"backend=pinecone: {r._where()} upserted {upserted} of {len(records)} "
@@ -96,7 +96,7 @@ class PineconeIngest:
     def build_part(self, folder: BuildFolder, part: Part, tmp: Path,
                    batches: Iterator[list[SourcePassage]]) -> dict[str, Any]:
         self._folder = folder
-        self.retriever._connect()
+        self.retriever.connect()
         return ingest_part(folder, part, tmp, batches, self.send)
 
     # -- registration -----------------------------------------------------------------------------------------------
@@ -104,7 +104,7 @@ class PineconeIngest:
               single: bool) -> dict[str, Any]:
         """Record what was upserted; the index's own count is logged (Pinecone counts lag writes)."""
         r = self.retriever
-        index = r._connect()
+        index = r.connect()
         passages = sum(int(m["passages"]) for _, _, m in parts)
         count = None
         try:
@@ -113,7 +113,7 @@ class PineconeIngest:
             summary = namespaces.get(r.namespace) if isinstance(namespaces, dict) else None
             count = _get(summary, "vector_count") if summary is not None else None
         except Exception as err:  # noqa: BLE001 - the upserts are acknowledged; the count is informative only
-            log.warning("could not read the index's stats: %s", r._explain(err, "describe_index_stats"))
+            log.warning("could not read the index's stats: %s", r.explain(err, "describe_index_stats"))
         log.info("pinecone %s namespace %s: %s vectors counted, %d passages upserted", r.index_name, r.namespace,
                  count, passages)
         return {"units": [], "service": {"kind": "pinecone", "index": r.index_name, "namespace": r.namespace,

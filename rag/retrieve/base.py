@@ -78,9 +78,9 @@ class RemoteRetriever(Retriever):
 
     def prepare(self, corpus: Corpus | None, cache_dir: str | Path) -> None:
         super().prepare(corpus, cache_dir)
-        self._connect()
+        self.connect()
 
     @abstractmethod
-    def _connect(self) -> Any:
+    def connect(self) -> Any:
         """Open the client; raise a ServiceError naming the missing variable or unreachable host."""
 

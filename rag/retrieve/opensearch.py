@@ -80,7 +80,7 @@ class OpenSearchRetriever(RemoteRetriever):
         self.timeout_s, self.max_retries = timeout_s, max_retries
         self.backoff_initial_s, self.backoff_max_s = backoff_initial_s, backoff_max_s
         self._client = None
-        self._url = ""
+        self.url = ""
 
     @staticmethod
     def required_env(node: dict) -> list[str]:
@@ -98,7 +98,7 @@ class OpenSearchRetriever(RemoteRetriever):
         return slug(f"opensearch-{self.index_name}-match_{self.field}")
 
     # -- connection ---------------------------------------------------------------------------------------------
-    def _endpoint(self) -> tuple[str, int, bool]:
+    def endpoint(self) -> tuple[str, int, bool]:
         raw = self.host_setting or (os.environ.get(self.host_env, "") if self.host_env else "")
         raw = (raw or "").strip()
         if not raw:
@@ -142,7 +142,7 @@ class OpenSearchRetriever(RemoteRetriever):
                 "AWS_SECRET_ACCESS_KEY, or AWS_PROFILE / retriever.aws_profile (LiveRAG: sigir-participant)")
         return AWSV4SignerAuth(credentials, self.aws_region, self.aws_service), RequestsHttpConnection
 
-    def _connect(self):
+    def connect(self):
         if self._client is not None:
             return self._client
         try:
@@ -150,9 +150,9 @@ class OpenSearchRetriever(RemoteRetriever):
         except ImportError:
             raise OpenSearchServiceError("retriever=opensearch needs opensearch-py: pip install opensearch-py "
                                          "(or the project's `services` extra)") from None
-        host, port, use_ssl = self._endpoint()
+        host, port, use_ssl = self.endpoint()
         http_auth, connection_class = self._http_auth()
-        self._url = f"{'https' if use_ssl else 'http'}://{host}:{port}"
+        self.url = f"{'https' if use_ssl else 'http'}://{host}:{port}"
         self._client = OpenSearch(hosts=[{"host": host, "port": port}], http_auth=http_auth, use_ssl=use_ssl,
                                   verify_certs=self.verify_certs if use_ssl else False, ssl_show_warn=False,
                                   connection_class=connection_class, timeout=self.timeout_s, max_retries=0,
@@ -182,7 +182,7 @@ class OpenSearchRetriever(RemoteRetriever):
 
     def _search_batch(self, queries: list[str], k: int) -> list[list[ScoredPassage]]:
         """One batch through `_msearch`; items that fail with a retryable status are sent again."""
-        client = self._connect()
+        client = self.connect()
         results: list[list[ScoredPassage] | None] = [None] * len(queries)
         pending = list(range(len(queries)))
 
@@ -191,7 +191,7 @@ class OpenSearchRetriever(RemoteRetriever):
             response = client.msearch(body=self.request_body([queries[i] for i in pending], k))
             items = response.get("responses", [])
             if len(items) != len(pending):
-                raise OpenSearchServiceError(f"retriever=opensearch: {self._url} answered {len(items)} results "
+                raise OpenSearchServiceError(f"retriever=opensearch: {self.url} answered {len(items)} results "
                                              f"for {len(pending)} queries")
             failed, statuses = [], []
             for i, item in zip(pending, items):
@@ -202,7 +202,7 @@ class OpenSearchRetriever(RemoteRetriever):
                         statuses.append(status)
                         continue
                     raise OpenSearchServiceError(
-                        f"retriever=opensearch: query refused by {self._url} (HTTP {status}): "
+                        f"retriever=opensearch: query refused by {self.url} (HTTP {status}): "
                         f"{_error_reason(item['error'])}")
                 results[i] = self._parse_hits(item)
             pending = failed
@@ -215,28 +215,28 @@ class OpenSearchRetriever(RemoteRetriever):
         except OpenSearchServiceError:
             raise
         except Exception as err:
-            raise OpenSearchServiceError(self._explain(err)) from None
+            raise OpenSearchServiceError(self.explain(err)) from None
         return [r if r is not None else [] for r in results]
 
-    def _explain(self, err: BaseException) -> str:
+    def explain(self, err: BaseException) -> str:
         status = _status(err)
         attempts = f"after {self.max_retries + 1} attempts"
         if isinstance(err, _RetryableItems):
-            return f"retriever=opensearch: {err} at {self._url} {attempts}"
+            return f"retriever=opensearch: {err} at {self.url} {attempts}"
         if status in (401, 403):
             hint = {"aws": "AWS credentials / region", "basic": f"{self.user_env}/{self.password_env}",
                     "none": "access=none; the cluster wants credentials"}[self.access]
-            return f"retriever=opensearch: {self._url} refused the credentials (HTTP {status}); check {hint}"
+            return f"retriever=opensearch: {self.url} refused the credentials (HTTP {status}); check {hint}"
         if status == 404:
-            return f"retriever=opensearch: index {self.index_name!r} not found at {self._url} (HTTP 404)"
+            return f"retriever=opensearch: index {self.index_name!r} not found at {self.url} (HTTP 404)"
         if status is not None:
-            return f"retriever=opensearch: {self._url} answered HTTP {status} {attempts}: {_one_line(err)}"
-        return f"retriever=opensearch: cannot reach {self._url} {attempts} ({type(err).__name__})"
+            return f"retriever=opensearch: {self.url} answered HTTP {status} {attempts}: {_one_line(err)}"
+        return f"retriever=opensearch: cannot reach {self.url} {attempts} ({type(err).__name__})"
 
     def search(self, queries: list[str], k: int) -> list[list[ScoredPassage]]:
         if not queries:
             return []
-        self._connect()
+        self.connect()
         batches = [queries[i:i + self.batch_size] for i in range(0, len(queries), self.batch_size)]
         with ThreadPoolExecutor(max_workers=min(self.concurrency, len(batches))) as pool:
             parts = list(pool.map(lambda b: self._search_batch(b, k), batches))

@@ -99,7 +99,7 @@ class PineconeRetriever(RemoteRetriever):
     def _where(self) -> str:
         return self.host or f"index {self.index_name!r} (host looked up on {self.control_host or 'api.pinecone.io'})"
 
-    def _connect(self):
+    def connect(self):
         if self._index is not None:
             return self._index
         key = os.environ.get(self.api_key_env, "").strip()
@@ -130,9 +130,9 @@ class PineconeRetriever(RemoteRetriever):
             return call_with_retries(call, self.max_retries, is_retryable, self.backoff_initial_s,
                                      self.backoff_max_s)
         except Exception as err:
-            raise PineconeServiceError(self._explain(err, what)) from None
+            raise PineconeServiceError(self.explain(err, what)) from None
 
-    def _explain(self, err: BaseException, what: str) -> str:
+    def explain(self, err: BaseException, what: str) -> str:
         status = status_of(err)
         where = self._where()
         if status in (401, 403):
@@ -149,7 +149,7 @@ class PineconeRetriever(RemoteRetriever):
 
     # -- search -------------------------------------------------------------------------------------------------
     def _query(self, vector: Sequence[float], k: int):
-        index = self._connect()
+        index = self.connect()
         values = [float(x) for x in vector]  # numpy floats are not JSON-serialisable
         return self._with_retries(
             lambda: index.query(vector=values, top_k=k, namespace=self.namespace, include_metadata=True,
@@ -176,7 +176,7 @@ class PineconeRetriever(RemoteRetriever):
     def search(self, queries: list[str], k: int) -> list[list[ScoredPassage]]:
         if not queries:
             return []
-        self._connect()
+        self.connect()
         vectors = self.embedder.encode_queries(queries)
         with ThreadPoolExecutor(max_workers=min(self.concurrency, len(queries))) as pool:
             responses = list(pool.map(lambda v: self._query(v, k), vectors))
