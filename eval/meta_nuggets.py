@@ -31,7 +31,7 @@ from sklearn.metrics import cohen_kappa_score, confusion_matrix
 from eval.leaderboard import LeaderboardRow, leaderboard_correlation
 from eval.nuggets import ASSIGNMENTS, IMPORTANCE, SCORE_NAMES, AutoNuggetizer, nugget_scores
 from rag.core.errors import ConfigError, DataError, MissingDataError
-from rag.core.io import atomic_write_jsonl, atomic_write_text
+from rag.core.io import atomic_write_jsonl, atomic_write_text, iter_jsonl_numbered
 from rag.llm.factory import EngineFactory
 
 
@@ -59,25 +59,16 @@ class NuggetAssignmentLabels:
             raise MissingDataError(f"{self.path}: not found (labels.path names a JSONL file of assessed answers)")
         out: list[AssessedAnswer] = []
         seen: set[tuple[str, str]] = set()
-        with self.path.open(encoding="utf-8") as handle:
-            for line_no, line in enumerate(handle, start=1):
-                if not line.strip():
-                    continue
-                out.append(self._row(line, line_no, seen))
-                if self.limit is not None and len(out) == self.limit:
-                    break
+        for line_no, row in iter_jsonl_numbered(self.path):
+            out.append(self._row(row, line_no, seen))
+            if self.limit is not None and len(out) == self.limit:
+                break
         if not out:
             raise DataError(f"{self.path}: no assessed answers")
         return out
 
-    def _row(self, line: str, line_no: int, seen: set[tuple[str, str]]) -> AssessedAnswer:
+    def _row(self, row: dict[str, Any], line_no: int, seen: set[tuple[str, str]]) -> AssessedAnswer:
         at = f"{self.path}:{line_no}"
-        try:
-            row = json.loads(line)
-        except json.JSONDecodeError as err:
-            raise DataError(f"{at}: not JSON ({err.msg})") from None
-        if not isinstance(row, dict):
-            raise DataError(f"{at}: expected an object")
         missing = [k for k in ("qid", "query", "run_id", "answer_text", "nuggets") if k not in row]
         if missing:
             raise DataError(f"{at}: missing field(s) {', '.join(missing)}")

@@ -24,7 +24,7 @@ from sklearn.metrics import cohen_kappa_score, confusion_matrix
 from eval.meta_nuggets import confusion_png
 from eval.umbrela import GRADES, GradeItem
 from rag.core.errors import ConfigError, DataError, MissingDataError
-from rag.core.io import atomic_write_jsonl, atomic_write_text
+from rag.core.io import atomic_write_jsonl, atomic_write_text, iter_jsonl_numbered
 from rag.llm.factory import EngineFactory
 
 
@@ -95,20 +95,13 @@ class QrelsLabels:
 
     def texts(self, wanted: set[str]) -> dict[str, str]:
         out = {}
-        with _need(self.passages, "labels.passages").open(encoding="utf-8") as handle:
-            for line_no, line in enumerate(handle, 1):
-                if not line.strip():
-                    continue
-                try:
-                    row = json.loads(line)
-                except json.JSONDecodeError as err:
-                    raise DataError(f"{self.passages}:{line_no}: not JSON ({err.msg})") from None
-                docid = next((str(row[k]) for k in ("docid", "passage_id", "id") if k in row), None)
-                text = next((row[k] for k in ("text", "segment", "contents") if isinstance(row.get(k), str)), None)
-                if docid is None or text is None:
-                    raise DataError(f"{self.passages}:{line_no}: expected {{docid, text}}")
-                if docid in wanted:
-                    out[docid] = text
+        for line_no, row in iter_jsonl_numbered(_need(self.passages, "labels.passages")):
+            docid = next((str(row[k]) for k in ("docid", "passage_id", "id") if k in row), None)
+            text = next((row[k] for k in ("text", "segment", "contents") if isinstance(row.get(k), str)), None)
+            if docid is None or text is None:
+                raise DataError(f"{self.passages}:{line_no}: expected {{docid, text}}")
+            if docid in wanted:
+                out[docid] = text
         return out
 
     def evaluate(self, cfg: DictConfig, factory: EngineFactory | None = None) -> QrelsMetaResult:

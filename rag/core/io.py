@@ -108,20 +108,24 @@ def atomic_write_jsonl(path: str | Path, rows: Iterable[dict[str, Any]]) -> None
                                     for r in rows))
 
 
+def json_object_line(line: str, path: str | Path, line_no: int) -> dict[str, Any]:
+    """One JSONL line as an object; a malformed line or a non-object raises DataError naming the file and line."""
+    try:
+        row = json.loads(line)
+    except json.JSONDecodeError as err:
+        raise DataError(f"{path}:{line_no}: malformed JSON line ({err.msg})") from None
+    if not isinstance(row, dict):
+        raise DataError(f"{path}:{line_no}: expected a JSON object, got {type(row).__name__}")
+    return row
+
+
 def iter_jsonl_numbered(path: str | Path) -> Iterator[tuple[int, dict[str, Any]]]:
     """Yield (line number, object) from a (possibly gzipped) JSONL file; a bad line raises DataError naming it."""
     path = Path(path)
     with open_text(path) as handle:
         for line_no, line in enumerate(handle, start=1):
-            if not line.strip():
-                continue
-            try:
-                row = json.loads(line)
-            except json.JSONDecodeError as err:
-                raise DataError(f"{path}:{line_no}: malformed JSON line ({err.msg})") from None
-            if not isinstance(row, dict):
-                raise DataError(f"{path}:{line_no}: expected a JSON object, got {type(row).__name__}")
-            yield line_no, row
+            if line.strip():
+                yield line_no, json_object_line(line, path, line_no)
 
 
 def iter_jsonl(path: str | Path) -> Iterator[dict[str, Any]]:

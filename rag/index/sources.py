@@ -12,14 +12,13 @@ Rows are named in errors as `file:line` (JSONL, 1-based lines) or `file: row N` 
 from __future__ import annotations
 
 import glob
-import json
 import logging
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 from rag.core.errors import ConfigError, DataError, MissingDataError
-from rag.core.io import open_text
+from rag.core.io import json_object_line, open_text
 from rag.data.corpus import Corpus
 from rag.records import Passage
 
@@ -138,12 +137,7 @@ def iter_documents(path: Path, fields: Fields, start: int, stop: int, file_index
                 continue
             if index >= stop:
                 return
-            try:
-                row = json.loads(line)
-            except json.JSONDecodeError as err:
-                raise DataError(f"{path}:{line_no}: malformed JSON line ({err.msg})") from None
-            if not isinstance(row, dict):
-                raise DataError(f"{path}:{line_no}: expected a JSON object, got {type(row).__name__}")
+            row = json_object_line(line, path, line_no)
             yield _record_document(row, fields, id_field, path, "jsonl", line_no, file_index)
     if index + 1 < stop:
         raise DataError(f"{path}: has {index + 1} records, the plan counted at least {stop}; the file changed "
