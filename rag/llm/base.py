@@ -29,7 +29,9 @@ EMPTY_RETRIES = 1
 
 
 def is_empty(completion: Completion) -> bool:
-    return not (completion.text or "").strip()
+    """No text and no alternatives: a request asked for its first token's alternatives (`top_logprobs`, how
+    labels are read from log-probabilities) has its answer in them, even when the sampled token was a stop."""
+    return not (completion.text or "").strip() and not completion.top_logprobs
 
 
 @dataclass(frozen=True)
@@ -157,7 +159,8 @@ class LLMEngine(ABC):
         todo: list[int] = []
         for i, req in enumerate(prepared):
             hit = self.cache.get(self._cache_key(req)) if self.cache else None
-            if hit is not None and (hit.get("text") or "").strip():  # an empty entry (older versions) never answers
+            # an empty entry (older versions) never answers; one with a label's alternatives is not empty
+            if hit is not None and ((hit.get("text") or "").strip() or hit.get("top_logprobs")):
                 results[i] = Completion(**{**hit, "cached": True})
                 self.usage.cache_hits += 1
             else:

@@ -118,3 +118,25 @@ def test_top_logprobs_stay_out_of_old_cache_keys():
     assert "top_logprobs" not in SamplingParams().to_dict()
     asked = SamplingParams(top_logprobs=5)
     assert asked.to_dict()["top_logprobs"] == 5 and SamplingParams(**asked.to_dict()) == asked
+
+
+def test_a_label_read_from_alternatives_is_cached_even_when_the_reply_is_a_stop(tmp_path):
+    """A base model may sample the stop ("\\n") as its one token: the reply is empty, but the label is in the
+    alternatives; the response cache keeps it (an empty completion is never cached), so asking again is free and
+    gives the same label."""
+    from rag.llm.cache import ResponseCache
+
+    class StopFirst(LogprobEngine):
+        def _generate(self, requests, desc):
+            self.batches.append(list(requests))
+            return [Completion(text="", prompt_tokens=1, completion_tokens=1,
+                               top_logprobs=[{"\n": -0.1, **BELIEFS[_nugget_of(r)]}]) for r in requests]
+
+    engine = StopFirst(None)
+    engine.cache = ResponseCache(tmp_path / "llm")
+    items = [("q", "Paris is the capital.", _nuggets(list(BELIEFS)))]
+    first = AutoNuggetizer(assignment="logprobs").assign(engine, items)[0]
+    again = AutoNuggetizer(assignment="logprobs").assign(engine, items)[0]
+    assert {n["text"]: n["assignment"] for n in first.nuggets} == EXPECTED
+    assert [n["assignment"] for n in again.nuggets] == [n["assignment"] for n in first.nuggets]
+    assert len(engine.batches) == 1 and engine.usage.cache_hits == 3 and engine.usage.empty_completions == 0
