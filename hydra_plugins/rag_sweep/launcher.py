@@ -84,19 +84,7 @@ class WatchedSlurmLauncher(SlurmLauncher):
 
     def _executor(self) -> Any:
         """A submitit executor with the launcher's parameters (as the stock launcher builds it)."""
-        import submitit
-
-        params = dict(self.params)
-        init = {"folder": params.pop("submitit_folder")}
-        if "max_num_timeout" in params:
-            init["slurm_max_num_timeout"] = params.pop("max_num_timeout")
-        executor = submitit.AutoExecutor(cluster=self._EXECUTOR, **init)
-        common = set(OmegaConf.structured(BaseQueueConf).keys())
-        executor.update_parameters(**{
-            (key if key in common else f"{self._EXECUTOR}_{key}"):
-                OmegaConf.to_container(value, resolve=True) if OmegaConf.is_config(value) else value
-            for key, value in params.items()})
-        return executor
+        return executor_for(dict(self.params), self._EXECUTOR)
 
     def launch(self, job_overrides: Sequence[Sequence[str]], initial_job_idx: int) -> Sequence[JobReturn]:
         assert self.config is not None
@@ -194,6 +182,24 @@ class WatchedSlurmLauncher(SlurmLauncher):
             Callbacks(self.config).on_multirun_end(config=self.config, config_name=None)
         except Exception:  # noqa: BLE001 - the cells' results are on disk; never hide the sweep's failure
             log.exception("sweep callbacks failed")
+
+
+def executor_for(params: dict[str, Any], cluster: str = "slurm") -> Any:
+    """A submitit executor from a submitit launcher's settings (`hydra.launcher` without `_target_`), as the stock
+    launcher builds it; also the served model's job (`python -m rag.llm.serve hydra/launcher=slurm`)."""
+    import submitit
+
+    params = dict(params)
+    init = {"folder": params.pop("submitit_folder")}
+    if "max_num_timeout" in params:
+        init[f"{cluster}_max_num_timeout"] = params.pop("max_num_timeout")
+    executor = submitit.AutoExecutor(cluster=cluster, **init)
+    common = set(OmegaConf.structured(BaseQueueConf).keys())
+    executor.update_parameters(**{
+        (key if key in common else f"{cluster}_{key}"):
+            OmegaConf.to_container(value, resolve=True) if OmegaConf.is_config(value) else value
+        for key, value in params.items()})
+    return executor
 
 
 def llm_identity(cfg: Any) -> str:

@@ -340,6 +340,11 @@ class OpenAICompatibleEngine(ConcurrentAPIEngine):
                      ", ".join(dropped), self.limit_param)
         return body
 
+    def retryable(self, err: BaseException) -> bool:
+        """Whether a failed request is sent again (rate limits, timeouts, connection and server errors); a
+        subclass that knows its server is gone (rag.llm.served) says no at once."""
+        return _retryable(err)
+
     def service_error(self, err: BaseException) -> BaseException:
         """A failed request as one line naming the endpoint (credentials masked), the model and the setting to
         change; errors that are not the API's own come back unchanged."""
@@ -374,7 +379,7 @@ class OpenAICompatibleEngine(ConcurrentAPIEngine):
             return resp, resp.choices[0].message.content or ""
 
         try:
-            resp, text = call_with_retries(once, self.max_retries, _retryable, 1.0, 30.0,
+            resp, text = call_with_retries(once, self.max_retries, self.retryable, 1.0, 30.0,
                                            on_attempt=self.count_attempt)
         except Exception as err:
             raise self.service_error(err) from None
