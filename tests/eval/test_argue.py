@@ -193,3 +193,21 @@ def test_argue_metrics_are_declared_without_building_the_judge():
             " REGISTRY.direction('argue/nugget_recall/all'))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.split() == ["[]", "1"]
+
+
+@pytest.mark.parametrize("sentences,supported,nuggets,correct,published", [
+    # hltcoe/argue-viz assets/example-report.scores.tsv (Auto-ARGUE's output for its example run): topic, sentences
+    # (all cited, one citation each), correctly cited, nuggets, correct nuggets -> sentence_support,
+    # nugget_coverage, f1 as Auto-ARGUE printed them
+    (15, 14, 15, 9, {"sentence_precision": 0.9333333333333333, "nugget_recall": 0.6, "f1": 0.7304347826086957}),
+    (10, 10, 10, 7, {"sentence_precision": 1.0, "nugget_recall": 0.7, "f1": 0.8235294117647058}),
+    (18, 16, 19, 15, {"sentence_precision": 0.8888888888888888, "nugget_recall": 0.7894736842105263,
+                      "f1": 0.8362369337979094}),
+])
+def test_metrics_match_auto_argues_published_rows(sentences, supported, nuggets, correct, published):
+    """The same counts through our definitions give Auto-ARGUE's published per-topic scores (its sentence support
+    is our sentence precision, its nugget coverage our nugget recall, and its F1 the harmonic mean of the two)."""
+    judged = [_s([f"d{i}"], [i < supported], matched={i} if i < correct else ()) for i in range(sentences)]
+    scores = argue_scores(judged, nuggets)
+    assert {k: scores[k] for k in published} == pytest.approx(published, abs=1e-12)
+    assert scores["citation_support"] == pytest.approx(supported / sentences)
