@@ -76,8 +76,8 @@ def main(argv: list[str] | None = None) -> dict:
             total = time.perf_counter() - t0
         generated = int((out.shape[1] - ids.shape[1]) * batch)
         per_question = total / batch
-        rows.append({"batch": batch, "prefill_s": round(prefill, 3), "total_s": round(total, 3),
-                     "generated_tokens_per_s": round(generated / total, 1), "seconds_per_question": round(per_question, 3),
+        rows.append({"batch": batch, "prefill_s": round(prefill, 6), "total_s": round(total, 6),
+                     "generated_tokens_per_s": round(generated / total, 1), "seconds_per_question": round(per_question, 6),
                      "live_day_questions_in_2h": int(LIVE_DAY_SECONDS / per_question)})
         if args.device.startswith("cuda"):
             rows[-1]["max_memory_gib"] = round(torch.cuda.max_memory_allocated() / 2**30, 2)
