@@ -1,57 +1,49 @@
 """`python -m rag.live questions=FILE deadline=2h [out=DIR] [live.<key>=...] [pipeline overrides]`.
 
-`questions`, `deadline` and `out` (or any `live.<key>`) set conf/live/default.yaml; every other argument is an
-override of the pipeline's config, as for `python -m rag.main` (e.g. `retriever=pinecone generator=instructrag`).
+A Hydra app on conf/live.yaml: the pipeline's config (every group and key overridable as for `python -m rag.main`,
+e.g. `retriever=pinecone generator=instructrag`) plus the live day's settings (`live.<key>`, conf/live/default.yaml).
+Its folder is Hydra's run folder (`out=DIR`, the same as `hydra.run.dir=DIR`); rerun into it to resume.
 """
 
 from __future__ import annotations
 
-import logging
 import os
 import sys
-from collections.abc import Sequence
+from pathlib import Path
 
+import hydra
+from hydra.core.hydra_config import HydraConfig
 from hydra.errors import InstantiationException
+from omegaconf import DictConfig
 
 from rag.core.errors import ConfigError, DataError, MissingDataError, ServiceError
+from rag.core.secrets import add_known_secrets, install_log_masking, mask_file, secrets_in_overrides
+from rag.live.day import CONF_DIR, LiveDay, split_overrides
 
+MULTIRUN_REFUSED = ("error: ConfigError: -m/--multirun: a live day is one run into one folder (out=DIR); sweep "
+                    "with python -m rag.main -m")
 CLEAR_ERRORS = (DataError, MissingDataError, ServiceError, ConfigError, FileNotFoundError)
-LIVE_KEYS = {"questions": "questions", "deadline": "deadline", "out": "out_dir", "out_dir": "out_dir"}
+
+install_log_masking()
+add_known_secrets(secrets_in_overrides(sys.argv[1:]))
 
 
-def split_args(argv: Sequence[str]) -> tuple[list[str], list[str]]:
-    """(live overrides, pipeline overrides); Hydra's own settings are refused: this command is not a Hydra app
-    and would ignore them (`hydra.run.dir=X` once wrote to `live.out_dir` anyway, resuming what was there)."""
-    live, pipeline = [], []
-    for arg in argv:
-        key, _, value = arg.partition("=")
-        if key.lstrip("+~").startswith("hydra.") or key.lstrip("+~") == "hydra" or arg in ("-m", "--multirun"):
-            raise ConfigError(f"{arg}: python -m rag.live is not a Hydra app and does not use Hydra's settings; "
-                              f"its folder is out=DIR (live.out_dir)")
-        if key in LIVE_KEYS:
-            live.append(f"{LIVE_KEYS[key]}={value}")
-        elif key.startswith("live."):
-            live.append(arg.removeprefix("live."))
-        else:
-            pipeline.append(arg)
-    return live, pipeline
+def _mask_hydra_files(run_dir: Path, overrides: list[str]) -> None:
+    """Hydra wrote the overrides (an API key among them) into `.hydra/*.yaml`: mask them, as rag.main does."""
+    known = secrets_in_overrides(overrides)
+    for path in (run_dir / ".hydra").glob("*.yaml"):
+        mask_file(path, known)
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    argv = list(sys.argv[1:] if argv is None else argv)
-    if any(a in ("-h", "--help") for a in argv):
-        print(__doc__)
-        return 0
-    logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
-    os.environ.setdefault("HF_HUB_OFFLINE", "1")
-    os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
-    from rag.live.day import LiveDay, load_live_config
-
+def live_day(cfg: DictConfig) -> int:
+    """Run the day the composed config describes; 0, or 2 after one line naming what is wrong."""
+    hc = HydraConfig.get()
     day = None
     try:
         try:
-            live_overrides, pipeline_overrides = split_args(argv)
-            day = LiveDay(load_live_config(live_overrides), pipeline_overrides)
+            out = Path(hc.runtime.output_dir)
+            _mask_hydra_files(out, list(hc.overrides.task))
+            day = LiveDay(cfg.live, split_overrides(list(hc.overrides.task)), out)
             summary = day.run()
         except InstantiationException as err:
             raise (err.__cause__ if isinstance(err.__cause__, CLEAR_ERRORS) else err) from None
@@ -66,5 +58,17 @@ def main(argv: Sequence[str] | None = None) -> int:
     return 0
 
 
+@hydra.main(version_base="1.3", config_path=str(CONF_DIR), config_name="live")
+def main(cfg: DictConfig) -> None:
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+    status = live_day(cfg)
+    if status:
+        sys.exit(status)
+
+
 if __name__ == "__main__":
-    raise SystemExit(main())
+    if any(arg in ("-m", "--multirun") for arg in sys.argv[1:]):  # before Hydra's sweeper checks any cell
+        print(MULTIRUN_REFUSED, file=sys.stderr)
+        sys.exit(2)
+    main()

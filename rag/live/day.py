@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from hydra import compose, initialize_config_dir
+from hydra.core.global_hydra import GlobalHydra
 from hydra.utils import instantiate
 from omegaconf import DictConfig, OmegaConf
 
@@ -60,20 +61,46 @@ def merge_overrides(*groups: list[str]) -> list[str]:
     return list(out.values())
 
 
-def load_live_config(overrides: list[str]) -> DictConfig:
-    """conf/live/default.yaml with `live.<key>=value` (or key=value) overrides."""
-    cfg = OmegaConf.load(CONF_DIR / "live" / "default.yaml")
-    dotlist = [o.removeprefix("live.") for o in overrides]
-    try:
-        return OmegaConf.merge(cfg, OmegaConf.from_dotlist(dotlist))
-    except Exception as err:  # noqa: BLE001 - a bad override: one line naming it
-        raise ConfigError(f"live settings {overrides}: {err}") from None
+#: the command line's short keys for live settings (conf/live.yaml)
+LIVE_KEYS = ("questions", "deadline", "out")
+
+
+def live_folder(questions: str | None, dataset_name: str) -> str:
+    """The default folder name under <output_dir>/live/: the question file's stem, else the dataset's name."""
+    return Path(str(questions)).stem if questions not in (None, "", "None") else str(dataset_name)
+
+
+OmegaConf.register_new_resolver("rag.live_folder", live_folder, replace=True)
+
+
+def split_overrides(overrides: list[str]) -> list[str]:
+    """The pipeline's overrides among the command line's: without the live day's own keys and Hydra's."""
+    pipeline = []
+    for override in overrides:
+        key = override.split("=", 1)[0].lstrip("+~")
+        if key in LIVE_KEYS or key == "live" or key.startswith(("live.", "hydra.", "hydra/")) or key == "hydra":
+            continue
+        pipeline.append(override)
+    return pipeline
+
+
+def compose_conf(name: str, overrides: list[str]) -> DictConfig:
+    """conf/<name>.yaml with overrides: inside the running Hydra app (its search path is conf/) or standalone."""
+    if GlobalHydra.instance().is_initialized():
+        return compose(config_name=name, overrides=overrides)
+    with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
+        return compose(config_name=name, overrides=overrides)
+
+
+def compose_live(overrides: list[str]) -> DictConfig:
+    """conf/live.yaml composed with command-line overrides, as `python -m rag.live` does (for tests and notebooks)."""
+    return compose_conf("live", overrides)
 
 
 class LiveDay:
     """One live-day run into `out_dir` (see the module docstring)."""
 
-    def __init__(self, live: DictConfig, pipeline_overrides: list[str]):
+    def __init__(self, live: DictConfig, pipeline_overrides: list[str], out: Path | None = None):
         self.live = live
         self.start = time.time()
         base = []
@@ -92,15 +119,13 @@ class LiveDay:
         problems = check_config(self.cfg0)  # before any index is built or model loaded, as rag.main does
         if problems:
             raise ConfigError("preflight: " + "; ".join(problems))
-        self.out = Path(str(live.out_dir)) if live.out_dir else \
-            Path(self.cfg0.paths.output_dir) / "live" / (Path(str(live.questions)).stem if live.questions
-                                                         else str(self.cfg0.dataset.name))
+        self.out = Path(out) if out is not None else \
+            Path(self.cfg0.paths.output_dir) / "live" / live_folder(live.questions, self.cfg0.dataset.name)
 
     def compose(self, rung: int) -> DictConfig:
         """The rung's config: the command line's overrides, then the rung's; a rung never raises a k."""
         overrides = merge_overrides(self.overrides, list(self.guard.rungs[rung].overrides))
-        with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
-            cfg = compose(config_name="config", overrides=overrides)
+        cfg = compose_conf("config", overrides)
         if rung > 0:
             for key in SMALLER_ONLY:
                 own, new = OmegaConf.select(self.cfg0, key), OmegaConf.select(cfg, key)

@@ -6,8 +6,7 @@ import pytest
 
 from rag.core.errors import ConfigError, DataError
 from rag.generate.extractive import best_span
-from rag.live.__main__ import split_args
-from rag.live.day import load_live_config, merge_overrides, parse_duration
+from rag.live.day import compose_live, merge_overrides, parse_duration, split_overrides
 from rag.live.guard import DeadlineGuard
 from rag.live.submission import SubmissionSpec
 
@@ -23,28 +22,46 @@ def test_durations_and_override_merging():
         parse_duration("two hours")
     assert merge_overrides(["retriever.k=50", "generator=iterdrag"], ["retriever.k=20"]) == \
         ["retriever.k=20", "generator=iterdrag"]
-    assert split_args(["questions=q.jsonl", "deadline=2h", "out=x", "live.batch_size=4", "retriever=dense"]) == \
-        (["questions=q.jsonl", "deadline=2h", "out_dir=x", "batch_size=4"], ["retriever=dense"])
-    cfg = load_live_config(["deadline=5m", "batch_size=2"])
-    assert cfg.deadline == "5m" and cfg.batch_size == 2 and cfg.guard.rungs[-1].name == "extractive"
+    assert split_overrides(["questions=q.jsonl", "deadline=2h", "out=x", "live.batch_size=4", "retriever=dense",
+                            "hydra.run.dir=y", "+generator.max_tokens=9"]) == ["retriever=dense",
+                                                                               "+generator.max_tokens=9"]
+    cfg = compose_live(["deadline=5m", "live.batch_size=2", "retriever=dense"])
+    assert cfg.live.deadline == "5m" and cfg.live.batch_size == 2 and cfg.live.guard.rungs[-1].name == "extractive"
+    assert cfg.retriever._target_ == "rag.retrieve.dense.DenseRetriever"  # a pipeline group, as in rag.main
 
 
-def test_hydra_settings_are_refused_by_the_live_command():
-    """Issue 25, fault 4: `python -m rag.live ... hydra.run.dir=X` wrote to live.out_dir anyway."""
-    from rag.core.errors import ConfigError
-    from rag.live.__main__ import main
+def test_the_live_folder_is_hydras_run_folder(tmp_path):
+    """Issue 25, fault 4: `python -m rag.live ... hydra.run.dir=X` wrote to live.out_dir anyway. Now the day's
+    folder is Hydra's run folder: out=DIR and hydra.run.dir=DIR are one setting."""
+    from hydra import compose, initialize_config_dir
 
-    for arg in ("hydra.run.dir=/tmp/x", "-m"):
-        with pytest.raises(ConfigError, match="not a Hydra app"):
-            split_args(["questions=q.jsonl", arg])
-    assert main(["questions=q.jsonl", "hydra.run.dir=/tmp/x"]) == 2
+    from rag.live.day import CONF_DIR
+
+    def run_dir(overrides):
+        with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
+            cfg = compose(config_name="live", overrides=overrides, return_hydra_config=True)
+        return str(cfg.hydra.run.dir)
+
+    assert run_dir([f"out={tmp_path}"]) == str(tmp_path)
+    assert run_dir([f"paths.output_dir={tmp_path}", "questions=/q/Session1.jsonl"]) == f"{tmp_path}/live/Session1"
+    assert run_dir([f"paths.output_dir={tmp_path}"]) == f"{tmp_path}/live/liverag_dev"
+
+
+def test_multirun_and_bad_pipeline_overrides_are_one_line(tmp_path):
+    import subprocess
+    import sys
+
+    from tests.conftest import DATA_DIR, ROOT
+
+    proc = subprocess.run([sys.executable, "-m", "rag.live", "-m", "questions=q.jsonl", f"out={tmp_path}"],
+                          cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 2 and "a live day is one run" in proc.stderr and "Traceback" not in proc.stderr
     # the pipeline's own overrides go through the same preflight as rag.main, before any work
-    from rag.live.day import LiveDay, load_live_config
-    from tests.conftest import DATA_DIR
+    from rag.live.day import LiveDay
 
     questions = DATA_DIR / "liverag_dm" / "LiveRAG_LCD_Session1_Question_file.jsonl"
     with pytest.raises(ConfigError, match="retreiver: no config reads a top-level key"):
-        LiveDay(load_live_config([f"questions={questions}"]), ["+retreiver.k=5", f"paths.data_dir={DATA_DIR}"])
+        LiveDay(compose_live([f"questions={questions}"]).live, ["+retreiver.k=5", f"paths.data_dir={DATA_DIR}"])
 
 
 def test_guard_keeps_settings_while_on_time_and_steps_down_when_late():
