@@ -146,6 +146,11 @@ class Embedder:
         return slug(f"{self.name}{seq}{prefix}{runtime}")
 
     @property
+    def dimension(self) -> int:
+        """The width of this embedder's vectors (a service index must be created with it)."""
+        return int(self.model.get_embedding_dimension())
+
+    @property
     def model(self):
         if self._model is None:
             from sentence_transformers import SentenceTransformer

@@ -7,8 +7,10 @@ meet them in the same space. Each vector is `{id: passage id, values, metadata: 
 under the field names the retriever reads. Upserts are batched (`batch_size` vectors per request, under
 Pinecone's 2 MB / 1000-vector caps), retried with tenacity on rate limits, timeouts and server errors (the
 retriever's rules: `rag.retrieve.pinecone.is_retryable`), and journaled per batch (`rag.index.ingest`), so a
-rerun resumes where the last one stopped. Create the index first (dimension = the embedder's, 768 for e5-base-v2;
-metric cosine or dotproduct: the vectors are unit length).
+rerun resumes where the last one stopped. Before any encoding the index is looked up on the control plane and,
+when missing, created (`backend.create`: a managed index of the embedder's dimension, 768 for e5-base-v2, metric
+cosine: the vectors are unit length; the call waits until it is ready); an existing index of another dimension is
+refused in one line.
 """
 
 from __future__ import annotations
@@ -40,6 +42,7 @@ class PineconeIngest:
         self.max_retries = int(cfg.max_retries)
         self.backoff_initial_s, self.backoff_max_s = float(cfg.backoff_initial_s), float(cfg.backoff_max_s)
         self.max_metadata_bytes = int(cfg.max_metadata_bytes)
+        self.create = cfg.create
         self._folder: BuildFolder | None = None
 
     @property
@@ -52,8 +55,39 @@ class PineconeIngest:
                 "fields": [r.doc_id_field, r.text_field, r.title_field]}
 
     def prepare(self, folder: BuildFolder, plan: Any) -> None:
-        """Open the index once: a missing key, host or index ends here in one line, before any encoding."""
+        """Find (or create) and open the index once: a missing key, host or index, or an index whose dimension is
+        not the embedder's, ends here in one line, before any encoding."""
+        self.ensure_index()
         self.retriever.connect()
+
+    def ensure_index(self) -> None:
+        """The index exists with the embedder's dimension: created here when missing and `create.if_missing`."""
+        r, create = self.retriever, self.create
+        client = r.control()
+        dimension = r.embedder.dimension
+        if not r.with_retries(lambda: client.indexes.exists(r.index_name), "look up the index"):
+            if not create.if_missing:
+                raise PineconeServiceError(f"backend=pinecone: index {r.index_name!r} does not exist on "
+                                           f"{r.control_host or 'api.pinecone.io'}; create it or set "
+                                           f"backend.create.if_missing=true")
+            deployment = {"deployment_type": "managed", "cloud": create.cloud, "region": create.region}
+            log.info("creating Pinecone index %s (%d dimensions, %s, %s %s)", r.index_name, dimension,
+                     create.metric, create.cloud, create.region)
+            try:  # once: a retried create could meet its own first attempt (409)
+                client.indexes.create(name=r.index_name, dimension=dimension, metric=create.metric,
+                                      deployment=deployment, deletion_protection=create.deletion_protection,
+                                      timeout=int(create.ready_timeout_s))
+            except Exception as err:  # noqa: BLE001 - one line naming the index and the call
+                raise PineconeServiceError(r.explain(err, f"create index {r.index_name!r}")) from None
+        model = r.with_retries(lambda: client.indexes.describe(r.index_name), "describe the index")
+        if model.dimension != dimension:
+            raise PineconeServiceError(
+                f"backend=pinecone: index {r.index_name!r} holds {model.dimension}-dimensional vectors; the embedder "
+                f"{r.embedder.name} makes {dimension} (another index_name, or the index's own embedder)")
+        if not model.status.ready:
+            log.warning("Pinecone index %s is not ready yet (state %s): upserts are retried", r.index_name,
+                        getattr(model.status, "state", "?"))
+        log.info("Pinecone index %s: %d dimensions, metric %s", r.index_name, dimension, model.metric)
 
     # -- one part -------------------------------------------------------------------------------------------------
     def records(self, batch: list[SourcePassage]) -> list[dict[str, Any]]:

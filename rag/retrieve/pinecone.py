@@ -99,9 +99,8 @@ class PineconeRetriever(RemoteRetriever):
     def _where(self) -> str:
         return self.host or f"index {self.index_name!r} (host looked up on {self.control_host or 'api.pinecone.io'})"
 
-    def connect(self):
-        if self._index is not None:
-            return self._index
+    def control(self):
+        """The SDK's client on the control plane (`control_host`, else api.pinecone.io): indexes, their hosts."""
         key = os.environ.get(self.api_key_env, "").strip()
         if not key:
             raise PineconeServiceError(
@@ -116,8 +115,16 @@ class PineconeRetriever(RemoteRetriever):
         if self.control_host:
             kwargs["host"] = self.control_host
         try:
-            client = Pinecone(**kwargs)
-            self._index = self._with_retries(
+            return Pinecone(**kwargs)
+        except Exception as err:  # SDK validation errors, e.g. a malformed key or host
+            raise PineconeServiceError(f"retriever=pinecone: cannot open {self._where()}: {_one_line(err)}") from None
+
+    def connect(self):
+        if self._index is not None:
+            return self._index
+        client = self.control()
+        try:
+            self._index = self.with_retries(
                 lambda: client.Index(name=self.index_name, host=self.host or ""), "open")
         except PineconeServiceError:
             raise
@@ -125,7 +132,8 @@ class PineconeRetriever(RemoteRetriever):
             raise PineconeServiceError(f"retriever=pinecone: cannot open {self._where()}: {_one_line(err)}") from None
         return self._index
 
-    def _with_retries(self, call, what: str):
+    def with_retries(self, call, what: str):
+        """`call()` retried on rate limits, timeouts and server errors; a last failure explained in one line."""
         try:
             return call_with_retries(call, self.max_retries, is_retryable, self.backoff_initial_s,
                                      self.backoff_max_s)
@@ -151,7 +159,7 @@ class PineconeRetriever(RemoteRetriever):
     def _query(self, vector: Sequence[float], k: int):
         index = self.connect()
         values = [float(x) for x in vector]  # numpy floats are not JSON-serialisable
-        return self._with_retries(
+        return self.with_retries(
             lambda: index.query(vector=values, top_k=k, namespace=self.namespace, include_metadata=True,
                                 include_values=False), "query")
 

@@ -4,7 +4,9 @@ retries, resume from the journal without re-encoding, and metadata over Pinecone
 
 The SDK talks to an HTTP server on 127.0.0.1 answering like Pinecone's documented data plane: `POST
 /vectors/upsert` (`{"upsertedCount"}`) and `POST /describe_index_stats` (`{"namespaces": {ns: {"vectorCount"}},
-"dimension", "indexFullness", "totalVectorCount"}`). all-MiniLM-L6-v2 stands in for e5-base-v2 (offline).
+"dimension", "indexFullness", "totalVectorCount"}`), and its control plane (API version 2026-07): `GET
+/indexes/{name}` (the index model: `schema.fields`, `deployment`, `status.ready`, `host`; 404 when missing) and
+`POST /indexes`. all-MiniLM-L6-v2 stands in for e5-base-v2 (offline).
 """
 
 from __future__ import annotations
@@ -28,14 +30,31 @@ MINILM = ("backend.service.embedder.model=all-MiniLM-L6-v2", "+backend.service.e
 
 
 class Index:
-    """A Pinecone data plane stand-in keeping the upserted vectors by id."""
+    """A Pinecone stand-in (control and data plane) keeping the upserted vectors by id."""
 
     def __init__(self):
+        self.model: dict | None = {"name": "fineweb10bt-512-0w-e5-base-v2", "host": "127.0.0.1",
+                                   "status": {"ready": True, "state": "Ready"}, "deletion_protection": "disabled",
+                                   "deployment": {"deployment_type": "managed", "cloud": "aws", "region": "us-east-1"},
+                                   "schema": {"fields": {"_values": {"type": "dense_vector", "dimension": 384,
+                                                                     "metric": "cosine"}}}}
+        self.created: list[dict] = []
         self.vectors: dict[str, dict] = {}
         self.upserts: list[dict] = []
         self.failures: dict[int, Reply] = {}
 
     def __call__(self, rec: Recorded) -> Reply:
+        if rec.method == "GET" and rec.path.startswith("/indexes/"):
+            if self.model is None:
+                return Reply(404, {"error": {"code": "NOT_FOUND", "message": "Resource not found"}, "status": 404})
+            return Reply(200, self.model)
+        if rec.method == "POST" and rec.path == "/indexes":
+            body = rec.json()
+            self.created.append(body)
+            self.model = {"name": body["name"], "host": "127.0.0.1", "status": {"ready": True, "state": "Ready"},
+                          "schema": body["schema"], "deployment": body["deployment"],
+                          "deletion_protection": body["deletion_protection"]}
+            return Reply(201, self.model)
         if rec.path == "/vectors/upsert":
             number = len(self.upserts)
             self.upserts.append(rec.json())
@@ -72,7 +91,8 @@ def small_corpus(fineweb, tmp_path_factory):
 
 
 def _config(corpus, cache, url, *extra):
-    return index_config(str(corpus), cache, "backend=pinecone", f"backend.service.host={url}", *MINILM,
+    return index_config(str(corpus), cache, "backend=pinecone", f"backend.service.host={url}",
+                        f"backend.service.control_host={url}", *MINILM,
                         "backend.batch_size=8", "backend.backoff_initial_s=0.01", "backend.backoff_max_s=0.02",
                         "backend.service.timeout_s=5", *extra)
 
@@ -98,6 +118,34 @@ def test_upsert_requests_and_registration(pinecone_index, small_corpus, tmp_path
     manifest = json.loads((folder / "manifest.json").read_text())
     assert manifest["kind"] == "pinecone" and manifest["service"]["count"] == len(passages)
     assert KEY not in (folder / "manifest.json").read_text() and KEY not in caplog.text
+
+
+def test_a_missing_index_is_created_with_the_embedders_dimension_before_any_upsert(pinecone_index, small_corpus,
+                                                                                     tmp_path):
+    service, state = pinecone_index
+    state.model = None
+    run(_config(small_corpus, tmp_path, service.url, "backend.create.region=eu-west-1"))
+    assert state.created == [{"name": "fineweb10bt-512-0w-e5-base-v2", "deletion_protection": "disabled",
+                              "schema": {"fields": {"_values": {"type": "dense_vector", "dimension": 384,
+                                                                "metric": "cosine"}}},
+                              "deployment": {"deployment_type": "managed", "cloud": "aws", "region": "eu-west-1"}}]
+    paths = [r.path for r in service.requests]
+    assert paths.index("/indexes") < paths.index("/vectors/upsert")
+    assert all(r.headers["x-pinecone-api-version"] == "2026-07" for r in service.requests if r.path.startswith("/indexes"))
+    assert len(state.vectors) == len(slice_corpus(small_corpus, tmp_path).passages)
+
+
+def test_an_index_of_another_dimension_or_a_missing_one_is_one_line_before_encoding(pinecone_index, small_corpus,
+                                                                                    tmp_path):
+    service, state = pinecone_index
+    state.model["schema"]["fields"]["_values"]["dimension"] = 768
+    with pytest.raises(PineconeServiceError, match="holds 768-dimensional vectors; the embedder all-MiniLM-L6-v2 "
+                                                   "makes 384"):
+        run(_config(small_corpus, tmp_path, service.url))
+    state.model = None
+    with pytest.raises(PineconeServiceError, match="does not exist on .*backend.create.if_missing=true"):
+        run(_config(small_corpus, tmp_path, service.url, "backend.create.if_missing=false"))
+    assert not state.upserts and not state.created
 
 
 def test_rate_limits_and_server_errors_are_retried(pinecone_index, small_corpus, tmp_path):
@@ -145,17 +193,19 @@ def test_missing_key_names_the_variable(small_corpus, tmp_path, monkeypatch):
 
 
 @pytest.mark.live
-@pytest.mark.skipif(not (os.environ.get("PINECONE_API_KEY") and os.environ.get("RAG_TEST_PINECONE_HOST")),
-                    reason="PINECONE_API_KEY or RAG_TEST_PINECONE_HOST not set")
+@pytest.mark.skipif(not (os.environ.get("PINECONE_API_KEY") and os.environ.get("RAG_TEST_PINECONE_INDEX")),
+                    reason="PINECONE_API_KEY or RAG_TEST_PINECONE_INDEX not set")
 def test_live_upsert_then_retrieve(small_corpus, tmp_path):
-    """Into your index (RAG_TEST_PINECONE_HOST: a 384-dimension cosine index you made for it, never LiveRAG's),
-    namespace rag-index-test: the slice upserted with MiniLM vectors, then found by retriever=pinecone."""
+    """Into your index (RAG_TEST_PINECONE_INDEX: the name of an index for this test, created as a 384-dimension
+    cosine index when missing; never LiveRAG's), namespace rag-index-test: the slice upserted with MiniLM vectors,
+    then found by retriever=pinecone."""
     import time
 
     from hydra.utils import instantiate
 
     cfg = index_config(str(small_corpus), tmp_path, "backend=pinecone", *MINILM,
-                       f"backend.service.host={os.environ['RAG_TEST_PINECONE_HOST']}",
+                       f"backend.service.index_name={os.environ['RAG_TEST_PINECONE_INDEX']}",
+                       "backend.service.host_env=null",  # the host of that index, never $PINECONE_HOST's
                        "backend.service.namespace=rag-index-test")
     run(cfg)
     retriever = instantiate(cfg.backend.service)
