@@ -10,7 +10,9 @@ paper reports them:
   where it is defined (undefined, with the reason, when no topic has 3 systems, e.g. pairwise labels);
 - pooled: tau-b and Spearman over every (system, topic) cell at once.
 
-Every coefficient gets a 95% percentile bootstrap interval over topics (resampled with replacement, seeded).
+Every coefficient gets a 95% percentile bootstrap interval over topics (resampled with replacement, seeded). A
+resample where a coefficient is undefined (a constant side) is left out of its interval; when that leaves fewer than
+95% of the resamples, the row's note says so, as it names coefficients undefined on the data itself.
 """
 
 from __future__ import annotations
@@ -113,6 +115,26 @@ def _ci(samples: list[float]) -> tuple[float, float]:
     return (float(np.quantile(values, 0.025)), float(np.quantile(values, 0.975))) if len(values) else NAN2
 
 
+#: below this share of resamples where a coefficient is defined, its interval is flagged in the row's note
+MIN_DEFINED_SHARE = 0.95
+
+
+def _note(values: dict[str, float], boot: list[dict[str, float]], reason: str) -> str:
+    """Why a row, or some of its coefficients, are undefined; and intervals resting on part of the resamples only
+    (a resample whose judge side is constant has no coefficient: it is left out, which the note says)."""
+    undefined = [name for name, v in values.items() if math.isnan(v)]
+    if len(undefined) == len(values):
+        return reason
+    notes = [f"{', '.join(undefined)} undefined ({reason})"] if undefined else []
+    for name, v in values.items():
+        if math.isnan(v) or not boot:
+            continue
+        share = sum(1 for b in boot if not math.isnan(b[name])) / len(boot)
+        if share < MIN_DEFINED_SHARE:
+            notes.append(f"{name} interval over {100 * share:.0f}% of resamples (undefined in the rest)")
+    return "; ".join(notes)
+
+
 def leaderboard_correlation(evaluation: str, reference: str, judge: Cells, human: Cells, k: int = 5,
                             n_boot: int = 1000, seed: int = 0) -> list[LeaderboardRow]:
     """The three levels (module docstring) of `judge` against `human` over their common (system, topic) cells."""
@@ -127,9 +149,8 @@ def leaderboard_correlation(evaluation: str, reference: str, judge: Cells, human
 
     def row(level: str, values: dict[str, float], boot: list[dict[str, float]], reason: str) -> LeaderboardRow:
         intervals = {name: _ci([b[name] for b in boot]) for name in values}
-        undefined = all(math.isnan(v) for v in values.values())
         return LeaderboardRow(evaluation, reference, level, len(systems), len(topics), values, intervals,
-                              reason if undefined else "")
+                              _note(values, boot, reason))
 
     taus = _per_topic(mj, mh)
     return [row("run", _run_level(mj, mh, k), [_run_level(mj[:, idx], mh[:, idx], k) for idx in samples],

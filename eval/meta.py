@@ -27,6 +27,7 @@ import json
 import logging
 import math
 import time
+from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -197,6 +198,20 @@ def _corr(x: np.ndarray, y: np.ndarray) -> tuple[float, float]:
     return float(pearsonr(x, y)[0]), float(spearmanr(x, y)[0])
 
 
+#: a score given to at least this share of the answers makes a correlation rest on the few others: said per row
+NEAR_CONSTANT_SHARE = 0.95
+
+
+def near_constant(scored: Sequence[float]) -> str:
+    """A note when one score covers nearly every answer: the coefficient is defined but rests on a handful."""
+    if not scored:
+        return ""
+    value, count = Counter(scored).most_common(1)[0]
+    if count < len(scored) and count / len(scored) >= NEAR_CONSTANT_SHARE:
+        return f"near-constant: {count} of {len(scored)} answers scored {value:g}"
+    return ""
+
+
 def correlate(evaluation: str, scores: Mapping[str, tuple[float, float]], pairs: Sequence[HumanPair],
               aspect: str) -> Correlation:
     """An evaluation's scaled deltas against every annotator's labels of `aspect` (pooled, and per annotator)."""
@@ -209,9 +224,10 @@ def correlate(evaluation: str, scores: Mapping[str, tuple[float, float]], pairs:
     labels = np.array([p.labels[aspect] for p in pairs], dtype=float)  # pairs x annotators
     pooled = _corr(np.repeat(delta, labels.shape[1]), labels.reshape(-1))
     per = [_corr(delta, labels[:, k]) for k in range(labels.shape[1])]
-    values = sorted({v for s in raw for v in s if not math.isnan(v)})
+    scored = [v for s in raw for v in s if not math.isnan(v)]
+    values = sorted(set(scored))
     reason = f"constant: every answer scored {values[0]:g}" if len(values) == 1 else (
-        "constant: no pair's scores differ" if np.all(delta == delta[0]) else "")
+        "constant: no pair's scores differ" if np.all(delta == delta[0]) else near_constant(scored))
     return Correlation(evaluation, aspect, len(pairs), *pooled, n_failed=failed, per_annotator=per, reason=reason)
 
 
@@ -369,7 +385,7 @@ def to_markdown(result: MetaResult) -> str:
              f"{len(result.pairs)} pairs, two annotators each. Pearson and Spearman x 100 of the judge's scaled score "
              "delta (answer 2 - answer 1, NaN to the median, min-max to [-2, 2]) against every annotator's label; "
              "`failed`: pairs with a failed judgement.", "",
-             "| evaluation | human label | pairs | failed | Pearson | Spearman | undefined because |",
+             "| evaluation | human label | pairs | failed | Pearson | Spearman | undefined because / note |",
              "|---|---|---|---|---|---|---|"]
     lines += [f"| {r.evaluation} | {r.aspect} | {r.n_pairs} | {r.n_failed} | {_pct(r.pearson)} | {_pct(r.spearman)} "
               f"| {r.reason} |" for r in result.rows]
@@ -381,7 +397,7 @@ def to_markdown(result: MetaResult) -> str:
                   "tau_ap_b and Kendall@k (tau-b over the humans' top k) of the two system rankings; per topic: "
                   "mean tau-b over topics with at least 3 systems; pooled: tau-b over every (system, topic) cell. "
                   "x 100, with 95% bootstrap intervals over topics.", "",
-                  "| evaluation | reference | level | tau-b | Spearman | tau_ap_b | Kendall@k | undefined because |",
+                  "| evaluation | reference | level | tau-b | Spearman | tau_ap_b | Kendall@k | undefined because / note |",
                   "|---|---|---|---|---|---|---|---|"]
         hidden = [r for r in result.leaderboard if r.level == "topic" and r.reason.startswith("no topic has")]
         if hidden:

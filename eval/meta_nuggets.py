@@ -148,7 +148,7 @@ class NuggetMetaResult:
             lines.append(f"| {name} | " + " | ".join(str(v) for v in row) + " |")
         if self.leaderboard:
             lines += ["", "## Systems: nugget scores from the judge's labels against the assessors'", "",
-                      "| score | level | systems | topics | tau-b | Spearman | tau_ap_b | Kendall@k | undefined because |",
+                      "| score | level | systems | topics | tau-b | Spearman | tau_ap_b | Kendall@k | undefined because / note |",
                       "|---|---|---|---|---|---|---|---|---|"]
             for r in self.leaderboard:
                 kname = next((n for n in r.values if n.startswith("kendall_at_")), "")

@@ -55,8 +55,8 @@ class PineconeIngest:
                 "fields": [r.doc_id_field, r.text_field, r.title_field]}
 
     def prepare(self, folder: BuildFolder, plan: Any) -> None:
-        """Find (or create) and open the index once: a missing key, host or index, or an index whose dimension is
-        not the embedder's, ends here in one line, before any encoding."""
+        """Find (or create) and open the index, once per build (under the plan's lock): a missing key, host or
+        index, or an index whose dimension is not the embedder's, ends here in one line, before any encoding."""
         self.ensure_index()
         self.retriever.connect()
 

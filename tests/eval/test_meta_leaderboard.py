@@ -62,6 +62,36 @@ def test_kendall_at_k_and_undefined_levels():
     assert math.isnan(topic.values["tau_b"]) and topic.reason.startswith("no topic has 3 systems")
 
 
+def test_a_nearly_constant_judge_is_flagged_not_silently_correlated():
+    """SmolLM2-135M gave 559 of RAGChecker's 560 answers correctness 2: its coefficients rest on one answer."""
+    from eval.meta import correlate
+
+    # 5 systems x 4 topics; the judge is constant except one cell, and constant among the humans' top 3 systems
+    human = {"A": [0.9, 0.8, 0.7, 0.9], "B": [0.6, 0.7, 0.6, 0.5], "C": [0.5, 0.4, 0.5, 0.6], "D": [0.1, 0.2, 0.1, 0.3],
+             "E": [0.0, 0.1, 0.2, 0.0]}
+    judge = {s: [2.0] * 4 for s in human}
+    judge["E"][1] = 0.0
+    rows = {r.level: r for r in leaderboard_correlation("j", "h", _cells(judge), _cells(human), k=3, n_boot=200)}
+    run = rows["run"]
+    assert not math.isnan(run.values["tau_b"]) and math.isnan(run.values["kendall_at_3"])
+    assert run.reason.startswith("kendall_at_3 undefined (")
+    # the one differing cell is on one topic: resamples without it have a constant judge, and the note says so
+    assert "tau_b interval over" in rows["pooled"].reason and "% of resamples" in rows["pooled"].reason
+    defined = next(r for r in leaderboard_correlation("judge", "human", _cells(JUDGE), _cells(HUMAN), k=3, n_boot=50)
+                   if r.level == "run")
+    assert defined.reason == ""
+
+    pairs = RAGCheckerPairs(DATA_DIR / "meta_eval" / "ragchecker").pairs()[:40]
+    scores = {p.pair_id: (2.0, 2.0) for p in pairs}
+    scores[pairs[0].pair_id] = (0.0, 2.0)
+    row = correlate("judge/x", scores, pairs, "overall")
+    assert not math.isnan(row.pearson) and row.reason == "near-constant: 79 of 80 answers scored 2"
+    scores[pairs[1].pair_id] = (1.0, 0.0)
+    scores[pairs[2].pair_id] = (1.0, 0.0)
+    scores[pairs[3].pair_id] = (1.0, 0.0)
+    assert correlate("judge/x", scores, pairs, "overall").reason == ""  # 73 of 80 = 91%: not flagged
+
+
 def test_ragchecker_systems_annotator_against_annotator():
     pairs = RAGCheckerPairs(DATA_DIR / "meta_eval" / "ragchecker").pairs()
     rows = {r.level: r for r in inter_annotator_leaderboard(pairs, "overall", k=5, n_boot=50)}
