@@ -27,7 +27,7 @@ from rag.core.overrides import quote_folder_overrides
 from rag.core.secrets import (
     add_known_secrets,
     install_log_masking,
-    mask_file,
+    mask_hydra_files,
     mask_text,
     register_resolver,
     secrets_in_overrides,
@@ -98,16 +98,8 @@ def _sweep_identity() -> tuple[str, str | None, list[str]]:
 def _mask_hydra_files(run_dir: Path) -> None:
     """Hydra wrote the overrides (secrets included) into `.hydra/*.yaml` and `multirun.yaml`: mask them."""
     hc = HydraConfig.get()
-    known = secrets_in_overrides(hc.overrides.task)
-    add_known_secrets(known)
-    files = list((run_dir / ".hydra").glob("*.yaml"))
-    if hc.mode.name == "MULTIRUN":
-        files.append(Path(hc.sweep.dir) / "multirun.yaml")
-    for path in files:
-        try:
-            mask_file(path, known)
-        except OSError as err:
-            log.warning("cannot mask secrets in %s: %s", path, err)
+    multirun = [Path(hc.sweep.dir) / "multirun.yaml"] if hc.mode.name == "MULTIRUN" else []
+    mask_hydra_files(run_dir, hc.overrides.task, multirun)
 
 
 @hydra.main(version_base="1.3", config_path="../conf", config_name="config")

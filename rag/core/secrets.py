@@ -15,6 +15,8 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
+log = logging.getLogger(__name__)
+
 MASK = "***"
 
 _SECRET_WORDS = re.compile(r"(key|token|secret|passw(or)?d|credential|auth)", re.I)
@@ -108,6 +110,18 @@ def mask_file(path: str | Path, known: Iterable[str] = ()) -> bool:
         return False
     atomic_write_text(path, masked)
     return True
+
+
+def mask_hydra_files(run_dir: str | Path, overrides: Iterable[str], extra: Iterable[str | Path] = ()) -> None:
+    """Hydra writes a run's overrides (an API key among them) into `<run_dir>/.hydra/*.yaml` (and a sweep's
+    `multirun.yaml`, passed in `extra`): mask them there, and in every later log line."""
+    known = secrets_in_overrides(overrides)
+    add_known_secrets(known)
+    for path in [*(Path(run_dir) / ".hydra").glob("*.yaml"), *map(Path, extra)]:
+        try:
+            mask_file(path, known)
+        except OSError as err:
+            log.warning("cannot mask secrets in %s: %s", path, err)
 
 
 # -- logging: every record is masked, whichever handler (Hydra's, submitit's) prints it ------------------------

@@ -17,7 +17,7 @@ from hydra.errors import InstantiationException
 from omegaconf import DictConfig
 
 from rag.core.errors import ConfigError, DataError, MissingDataError, ServiceError
-from rag.core.secrets import add_known_secrets, install_log_masking, mask_file, secrets_in_overrides
+from rag.core.secrets import add_known_secrets, install_log_masking, mask_hydra_files, secrets_in_overrides
 from rag.live.day import CONF_DIR, LiveDay, split_overrides
 
 MULTIRUN_REFUSED = ("error: ConfigError: -m/--multirun: a live day is one run into one folder (out=DIR); sweep "
@@ -28,13 +28,6 @@ install_log_masking()
 add_known_secrets(secrets_in_overrides(sys.argv[1:]))
 
 
-def _mask_hydra_files(run_dir: Path, overrides: list[str]) -> None:
-    """Hydra wrote the overrides (an API key among them) into `.hydra/*.yaml`: mask them, as rag.main does."""
-    known = secrets_in_overrides(overrides)
-    for path in (run_dir / ".hydra").glob("*.yaml"):
-        mask_file(path, known)
-
-
 def live_day(cfg: DictConfig) -> int:
     """Run the day the composed config describes; 0, or 2 after one line naming what is wrong."""
     hc = HydraConfig.get()
@@ -42,7 +35,7 @@ def live_day(cfg: DictConfig) -> int:
     try:
         try:
             out = Path(hc.runtime.output_dir)
-            _mask_hydra_files(out, list(hc.overrides.task))
+            mask_hydra_files(out, hc.overrides.task)
             day = LiveDay(cfg.live, split_overrides(list(hc.overrides.task)), out)
             summary = day.run()
         except InstantiationException as err:

@@ -116,3 +116,21 @@ def test_extractive_span_takes_the_sentence_that_matches_the_question():
                "trench. No fish live deeper than about 8,400 metres. Squid are different.")
     span = best_span("How deep can fish survive in ocean trenches?", passage, 12)
     assert span.startswith("Fish have been filmed at 8,336 metres") and len(span.split()) == 12
+
+
+def test_a_secret_passed_as_an_override_is_masked_in_the_live_folder(tmp_path):
+    """The live day is a Hydra app: `.hydra/overrides.yaml` holds the command line, a key included."""
+    import subprocess
+    import sys
+
+    from tests.conftest import ROOT
+
+    secret = "sk-live-never-written-9876"
+    bad = tmp_path / "questions.jsonl"
+    bad.write_text('{"id": 0}\n')
+    proc = subprocess.run([sys.executable, "-m", "rag.live", f"questions={bad}", f"out={tmp_path / 'out'}",
+                           f"+retriever.api_key={secret}"], cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr
+    written = [p.read_text() for p in (tmp_path / "out" / ".hydra").glob("*.yaml")]
+    assert written and all(secret not in text for text in written) and secret not in proc.stderr + proc.stdout
+    assert any("***" in text for text in written)
