@@ -120,10 +120,7 @@ class Bm25Builder:
         import bm25s.scoring as scoring
 
         r = self.retriever
-        tables = [StringTable(d, PART_TERMS, int(m["terms"])) for _, d, m in parts]
-        frequencies = [np.diff(load_array(d / TF[2], length=int(m["terms"]) + 1)) for _, d, m in parts]
-        global_ids = [np.empty(len(t), dtype=np.int64) for t in tables]
-        vocab_size, df = self._merge_vocabularies(tables, frequencies, global_ids, out)
+        vocab_size, df, global_ids = self.global_vocabulary([(d, int(m["terms"])) for _, d, m in parts], out)
         n_docs = sum(int(m["passages"]) for _, _, m in parts)
         total = sum(int(load_array(d / DOC_LENGTHS, length=int(m["passages"])).sum(dtype=np.int64))
                     for _, d, m in parts)
@@ -163,6 +160,18 @@ class Bm25Builder:
         return {"units": units, "bm25": {"k1": r.k1, "b": r.b, "method": r.method, "delta": delta,
                                          "stemmer": r.stemmer_lang, "stopwords": r.stopwords, "n_docs": n_docs,
                                          "avgdl": float(avgdl), "tokens": total, "vocab_size": vocab_size}}
+
+    @classmethod
+    def global_vocabulary(cls, parts: list[tuple[Path, int]], out: Path) -> tuple[int, np.ndarray, list[np.ndarray]]:
+        """The merge's vocabulary step over the parts' folders (each with its number of terms): the vocabulary's
+        size, each term's document frequency, and each part's term -> global id. Its cost grows with the sum of
+        the parts' vocabularies, which fresh web text keeps raising (`benchmarks/index_bench.py vocab` times it
+        at FineWeb-10BT's projected sizes)."""
+        tables = [StringTable(folder, PART_TERMS, terms) for folder, terms in parts]
+        frequencies = [np.diff(load_array(folder / TF[2], length=terms + 1)) for folder, terms in parts]
+        global_ids = [np.empty(len(t), dtype=np.int64) for t in tables]
+        vocab_size, df = cls._merge_vocabularies(tables, frequencies, global_ids, out)
+        return vocab_size, df, global_ids
 
     @staticmethod
     def _merge_vocabularies(tables: list[StringTable], frequencies: list[np.ndarray], global_ids: list[np.ndarray],

@@ -32,6 +32,14 @@ log = logging.getLogger(__name__)
 TRAINED = "trained.faiss"
 
 
+def factory_string(ann: dict[str, Any]) -> str:
+    """faiss's index_factory string for `index.ann` (ivf | ivfpq)."""
+    nlist = int(ann["nlist"])
+    if ann["type"] == "ivf":
+        return f"IVF{nlist},Flat"
+    return f"IVF{nlist},PQ{int(ann['pq_m'])}x{int(ann.get('pq_nbits') or 8)}"
+
+
 class DenseBuilder:
     kind = "dense"
 
@@ -67,10 +75,7 @@ class DenseBuilder:
 
     # -- training (once, under the plan's lock) -----------------------------------------------------------------
     def factory(self) -> str:
-        nlist = int(self.ann["nlist"])
-        if self.ann["type"] == "ivf":
-            return f"IVF{nlist},Flat"
-        return f"IVF{nlist},PQ{int(self.ann['pq_m'])}x{int(self.ann.get('pq_nbits') or 8)}"
+        return factory_string(self.ann)
 
     def prepare(self, folder: BuildFolder, plan: Any) -> None:
         """IVF: train the coarse quantizer (and PQ codebooks) once, on the passages of a seeded sample of documents
@@ -145,6 +150,25 @@ class DenseBuilder:
         faiss.write_index(index, str(target))
         return target
 
+    @classmethod
+    def merge_ondisk(cls, trained: Path, units: list[tuple[Path, int]], out: Path) -> None:
+        """The units' inverted lists (each unit's IVF file with its number of passages, in corpus order) stitched
+        into one memory-mapped index `out/ivf.faiss` + `out/ivf.ivfdata` on the trained quantizer, ids made rows
+        of the whole corpus. Public so that `benchmarks/index_bench.py ivf-merge` times it at scale."""
+        import faiss
+        from faiss.contrib.ondisk import merge_ondisk
+
+        index = faiss.read_index(str(trained))
+        shifted, offset = [], 0
+        for i, (path, passages) in enumerate(units):  # unit ids are its rows: make them rows of the whole index
+            if passages:
+                shifted.append(cls._shifted(path, offset, out / f".shifted-{i}.faiss"))
+            offset += passages
+        merge_ondisk(index, [str(p) for p in shifted], str(out / IVF_DATA))
+        faiss.write_index(index, str(out / IVF))
+        for path in shifted:
+            path.unlink()
+
     # -- merge ----------------------------------------------------------------------------------------------------
     def merge(self, folder: BuildFolder, parts: list[tuple[Part, Path, dict[str, Any]]], out: Path,
               single: bool) -> dict[str, Any]:
@@ -160,18 +184,7 @@ class DenseBuilder:
             link_files(source, out / "units" / part.name, files)
             units.append({"dir": f"units/{part.name}", "passages": int(meta["passages"]), "shard": part.shard})
         if self.is_ivf and self.ann.get("merge", "ondisk") == "ondisk":
-            from faiss.contrib.ondisk import merge_ondisk
-
-            trained = faiss.read_index(str(folder.dir / TRAIN / TRAINED))
-            shifted, offset = [], 0
-            for i, unit in enumerate(units):  # unit ids are its rows: make them rows of the whole index
-                if unit["passages"]:
-                    shifted.append(self._shifted(out / unit["dir"] / IVF, offset, out / f".shifted-{i}.faiss"))
-                offset += unit["passages"]
-            merge_ondisk(trained, [str(p) for p in shifted], str(out / IVF_DATA))
-            faiss.write_index(trained, str(out / IVF))
-            for path in shifted:
-                path.unlink()
+            self.merge_ondisk(folder.dir / TRAIN / TRAINED, [(out / u["dir"] / IVF, u["passages"]) for u in units], out)
         if single and not self.is_ivf:  # what `retriever=dense` (DenseRetriever) loads: one flat index
             index = faiss.IndexFlatIP(dim)
             pids: list[str] = []
