@@ -104,21 +104,25 @@ def env(cache: Path, out: Path) -> dict[str, str]:
             "HF_HUB_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false", "PYTHONPATH": str(ROOT)}
 
 
-def timed(args: list[str], cache: Path, out: Path) -> dict:
-    """`python -m rag.index ARGS` under /usr/bin/time: wall seconds, peak RSS of that process."""
+def under_time(argv: list[str], name: str, cache: Path, out: Path) -> tuple[str, float, float]:
+    """`python ARGV` under /usr/bin/time: its stdout, wall seconds and peak RSS in MB; a failure ends the run."""
     stats = Path(tempfile.mktemp(suffix=".time"))
-    before = load_average()
-    proc = subprocess.run(["/usr/bin/time", "-f", "%e %M", "-o", str(stats), sys.executable, "-m", "rag.index",
-                           *args, "index.progress=false"], cwd=ROOT, env=env(cache, out), capture_output=True,
-                          text=True)
+    proc = subprocess.run(["/usr/bin/time", "-f", "%e %M", "-o", str(stats), sys.executable, *argv], cwd=ROOT,
+                          env=env(cache, out), capture_output=True, text=True)
     if proc.returncode != 0:
-        raise SystemExit(f"rag.index failed ({proc.returncode}):\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}")
+        raise SystemExit(f"{name} failed ({proc.returncode}):\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}")
     wall, rss = stats.read_text().split()[-2:]
     stats.unlink()
-    index = [ln.split("index: ", 1)[1] for ln in proc.stdout.splitlines() if ln.startswith("index: ")]
-    return {"seconds": float(wall), "peak_rss_mb": round(int(rss) / 1024, 1), "load_before": before,
-            "load_after": load_average(), "index": index[-1] if index else None,
-            "command": "python -m rag.index " + " ".join(args)}
+    return proc.stdout, float(wall), round(int(rss) / 1024, 1)
+
+
+def timed(args: list[str], cache: Path, out: Path) -> dict:
+    """`python -m rag.index ARGS` under /usr/bin/time: wall seconds, peak RSS of that process."""
+    before = load_average()
+    stdout, wall, rss = under_time(["-m", "rag.index", *args, "index.progress=false"], "rag.index", cache, out)
+    index = [ln.split("index: ", 1)[1] for ln in stdout.splitlines() if ln.startswith("index: ")]
+    return {"seconds": wall, "peak_rss_mb": rss, "load_before": before, "load_after": load_average(),
+            "index": index[-1] if index else None, "command": "python -m rag.index " + " ".join(args)}
 
 
 def folder_size_mb(folder: Path) -> float:
@@ -355,14 +359,8 @@ def child_step(what: str, work: Path) -> None:
 def run_child(what: str, folder: Path, spec: dict) -> dict:
     """`child_step` under /usr/bin/time: what it printed, plus that process's wall seconds and peak RSS."""
     (folder / "spec.json").write_text(json.dumps(spec))
-    stats = folder / "time.txt"
-    proc = subprocess.run(["/usr/bin/time", "-f", "%e %M", "-o", str(stats), sys.executable, __file__, what,
-                           "--work", str(folder)], cwd=ROOT, env=env(folder, folder), capture_output=True, text=True)
-    if proc.returncode != 0:
-        raise SystemExit(f"{what} failed ({proc.returncode}):\n{proc.stderr[-3000:]}")
-    wall, rss = stats.read_text().split()[-2:]
-    return {**json.loads(proc.stdout.strip().splitlines()[-1]), "process_s": float(wall),
-            "peak_rss_mb": round(int(rss) / 1024, 1)}
+    stdout, wall, rss = under_time([__file__, what, "--work", str(folder)], what, folder, folder)
+    return {**json.loads(stdout.strip().splitlines()[-1]), "process_s": wall, "peak_rss_mb": rss}
 
 
 def vocab(work: Path, passages: int, part_docs: int, scale: float, parts: int | None) -> dict:
@@ -428,6 +426,9 @@ def ivf_merge(work: Path, size: int, dim: int, ann: dict, part_docs: int, querie
     from rag.index.dense import factory_string
     from rag.retrieve.shards import IVF, IVF_DATA
 
+    if ann["type"] == "ivfpq" and dim % int(ann["pq_m"]):
+        raise SystemExit(f"--dim {dim} is not a multiple of index.ann.pq_m={ann['pq_m']} (PQ splits each vector "
+                         f"into pq_m equal pieces); choose another --dim")
     folder = work / f"ivf-{size}-{dim}"
     shutil.rmtree(folder, ignore_errors=True)
     folder.mkdir(parents=True)
@@ -493,7 +494,8 @@ def main() -> None:
     parser.add_argument("--work", default=str(Path(tempfile.gettempdir()) / "rag-index-bench"))
     parser.add_argument("--out", default=str(ROOT / "benchmarks" / "results" / "index"))
     parser.add_argument("--passages", type=int, default=25_000_000, help="vocab: the corpus size projected")
-    parser.add_argument("--part-docs", type=int, default=50_000, help="vocab: index.part_docs")
+    parser.add_argument("--part-docs", type=int, default=None,
+                        help="vocab, ivf-merge: passages per part (default: rag.index's index.part_docs)")
     parser.add_argument("--scale", type=float, default=1.0, help="vocab: times Heaps' projected vocabularies")
     parser.add_argument("--parts", type=int, default=None, help="vocab: fewer parts than the corpus needs")
     parser.add_argument("--dim", type=int, default=768, help="ivf-merge: vector size (e5-base-v2: 768)")
@@ -502,16 +504,17 @@ def main() -> None:
     work, out = Path(args.work), Path(args.out)
     if args.what in ("vocab-merge", "ivf-merge-child"):
         return child_step(args.what, work)
+    part_docs = args.part_docs or int(index_config()["part_docs"])
     out.mkdir(parents=True, exist_ok=True)
     header = {"machine": machine(), "slurm": slurm_up(), "argv": sys.argv, "started": time.strftime("%F %T")}
     if args.what == "recall":
         result = {**header, **recall(args.size, work, args.queries)}
     elif args.what == "ivf-merge":
         ann = {**index_config()["ann"], "type": args.ann}
-        rows = [ivf_merge(work, int(n), args.dim, ann, args.part_docs, args.queries) for n in args.sizes.split(",")]
+        rows = [ivf_merge(work, int(n), args.dim, ann, part_docs, args.queries) for n in args.sizes.split(",")]
         result = {**header, "rows": rows}
     elif args.what == "vocab":
-        result = {**header, **vocab(work, args.passages, args.part_docs, args.scale, args.parts)}
+        result = {**header, **vocab(work, args.passages, part_docs, args.scale, args.parts)}
     elif args.what.startswith("latency-"):
         kind = args.what.split("-", 1)[1]
         sizes = [int(s) for s in args.sizes.split(",")]
