@@ -230,7 +230,7 @@ def known_top_level_keys() -> set[str]:
         from hydra import compose, initialize_config_dir
         from hydra.core.global_hydra import GlobalHydra
 
-        conf = str(Path(__file__).resolve().parent.parent / "conf")
+        conf = str(Path(__file__).resolve().parents[2] / "conf")
         if GlobalHydra.instance().is_initialized():
             keys = set(compose(config_name="config").keys())
         else:
