@@ -433,7 +433,7 @@ def start(cfg: Any) -> tuple[str, int]:
     default = Path(str(cfg.paths.output_dir)).expanduser().resolve() / "served" / f"{name}.json"
     use = f"llm.name={name}" if path == default else f"llm.endpoint_file={path}"
     return (f"served {endpoint.model} at {endpoint.url}: cells use llm=served {use} (or +llm@judge.llm=served "
-            f"judge.llm.{use.split('.', 1)[1]}); it stops when their sweep ends, or with `python -m rag.llm.serve "
+            f"judge.llm.{use.split('.', 1)[1]}, without the + under experiment=ragtifier); it stops when their sweep ends, or with `python -m rag.llm.serve "
             f"serve.action=stop serve.endpoint_file={path}`"), 0
 
 

@@ -49,7 +49,7 @@ SERVED_TARGET = "rag.llm.served.ServedVLLMEngine"
 STATES = ("starting", "ready", "stopped", "failed")
 #: the fields a ready endpoint records (what cells need to send requests and key them as in-process vLLM would)
 READY_FIELDS = ("url", "model", "request_model", "model_id", "engine", "rendering", "tokenizer", "llm")
-#: VLLMEngine settings that change answers: a served config merged over a VLLMEngine one (`+llm@judge.llm=served`)
+#: VLLMEngine settings that change answers: a served config merged over a VLLMEngine one (`+llm@judge.llm=served` on a judge.llm node)
 #: must name the served model's own value for each it sets, or the cell would judge with another model than
 #: configured (the other VLLMEngine settings, such as tensor_parallel_size, say how a model runs, not what it answers)
 ANSWER_SETTINGS = ("model", "model_name", "gguf_path", "gguf_package", "gguf_file", "lora", "dtype", "max_model_len",

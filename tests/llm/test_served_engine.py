@@ -164,9 +164,10 @@ def test_the_sweep_callback_finds_every_served_model_of_a_config(tmp_path):
     assert served_endpoint_files(compose_config([], tmp_path)) == []
 
 
-def test_the_quickstarts_served_judge_matches_the_experiments_judge(tmp_path):
-    """docs/cluster.md serves llm=gemma3_27b and merges llm=served over experiment=ragtifier's judge: every setting
-    that changes answers must agree, or the served judge's sweep would stop at its first cell."""
+def test_the_quickstarts_served_judge_is_the_experiments_judge(tmp_path):
+    """docs/cluster.md serves llm=gemma3_27b and points experiment=ragtifier's judge at it
+    (`llm@judge.llm=served`): the experiment's own judge is conf/llm/gemma3_27b.yaml itself (no copy, no keys of the
+    run's generator merged in), so every setting that changes answers is the served model's."""
     from hydra import compose, initialize_config_dir
 
     from rag.llm.factory import to_plain
@@ -175,12 +176,16 @@ def test_the_quickstarts_served_judge_matches_the_experiments_judge(tmp_path):
 
     with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
         served_llm = to_plain(compose(config_name="serve", overrides=["llm=gemma3_27b"]).llm)
-    cfg = compose_config(["experiment=ragtifier", "+llm@judge.llm=served", "judge.llm.name=gemma3_27b"], tmp_path)
+    experiment = to_plain(compose_config(["experiment=ragtifier"], tmp_path).judge.llm)
+    assert experiment == served_llm  # the file, not a copy that can drift
+    # a small generator for the run keeps the judge clean (it used to merge into ${llm}, keeping llama.cpp's keys)
+    assert to_plain(compose_config(["experiment=ragtifier", "llm=gemma3_270m"], tmp_path).judge.llm) == served_llm
+    settings = {k: v for k, v in experiment.items() if k != "_target_"}
+    check_served_settings(settings, Endpoint(tmp_path / "gemma3_27b.json", {"llm": served_llm, "model": "m", "url": "u"}))
+    cfg = compose_config(["experiment=ragtifier", "llm@judge.llm=served", "judge.llm.name=gemma3_27b"], tmp_path)
     judge = to_plain(cfg.judge.llm)
-    own = {"_target_", "endpoint_file", "name", "concurrency", "timeout_s", "max_retries"}
+    assert judge["_target_"] == "rag.llm.served.ServedVLLMEngine" and "tensor_parallel_size" not in judge
     assert judge["endpoint_file"] == str(tmp_path / "outputs" / "served" / "gemma3_27b.json")
-    check_served_settings({k: v for k, v in judge.items() if k not in own},
-                          Endpoint(tmp_path / "gemma3_27b.json", {"llm": served_llm, "model": "m", "url": "u"}))
     with pytest.raises(ConfigError, match="max_model_len"):  # the check is live: a context the server lacks
         check_served_settings({"max_model_len": 8192}, Endpoint(tmp_path / "x.json", {"llm": served_llm}))
 

