@@ -51,6 +51,9 @@ NOT_FINGERPRINTED: dict[str, str] = {
     "objective": "the metric reported to Hydra sweepers",
     "judge": "judges re-score every record on every run; their metrics are recomputed, never resumed",
     "generation.chunk_size": "how many answers are journalled per flush",
+    "generation.release_reranker": "whether the reranker's engine is closed before generation (the same lists)",
+    "preflight": "checks made before a run (the run itself is the same)",
+    "llm.reasoning_floor_tokens": "a limit the preflight checks callers against (the requests are the same)",
     "llm.base_url": "where the endpoint listens: a server restarted on another port resumes its own folder (the "
                     "model name and every sampling setting stay fingerprinted; the response cache keys by the URL, "
                     "so no answer of another endpoint is replayed)",

@@ -26,7 +26,7 @@ from rag.folders import RunFolder
 from rag.generate.base import GenerationContext, GenerationInput, Generator
 from rag.judge.run import evaluate_records, judge_nodes
 from rag.llm.base import LLMEngine
-from rag.llm.factory import EngineFactory, build_engine
+from rag.llm.factory import EngineFactory, build_engine, llm_key
 from rag.metrics.base import AnswerMetric, RunShape, ScoredAnswer, build_metrics
 from rag.metrics.registry import REGISTRY
 from rag.metrics.retrieval import cutoff_metrics, recall_at_cutoffs
@@ -107,6 +107,10 @@ class Pipeline:
         #: recall cutoffs reported after retrieval and rerank (metrics.recall_at), from one deep retrieval
         self.recall_at = sorted({int(k) for k in (cfg.get("metrics") or {}).get("recall_at") or []})
         self._cutoff_scores: dict[str, dict[str, float]] = {}
+        #: ranked lists made ahead of generation (generation.release_reranker), by question id
+        self._ranked: dict[str, tuple[list[ScoredPassage], list[ScoredPassage]]] = {}
+        #: engines closed for another to load during generation (generation.release_reranker)
+        self.engines_released = 0
         if self.generator.uses_llm:
             _ = self.engine  # fail fast on a bad llm config (a missing model file) before any index is built
             self.generator.check_engine(self.engine)  # e.g. Crucible needs log-probabilities
@@ -159,7 +163,10 @@ class Pipeline:
 
     # -- stages -----------------------------------------------------------------------------------------------
     def rank(self, questions: list[Question]) -> tuple[list[list[ScoredPassage]], list[list[ScoredPassage]]]:
-        """Retrieved top-k lists and reranked, cut lists for `questions`."""
+        """Retrieved top-k lists and reranked, cut lists for `questions` (those ranked ahead are taken as they are)."""
+        if questions and all(q.id in self._ranked for q in questions):
+            ahead = [self._ranked.pop(q.id) for q in questions]
+            return [a[0] for a in ahead], [a[1] for a in ahead]
         corpus = self.dataset.corpus
         self.prepare_index()
         qids, texts = [q.id for q in questions], [q.question for q in questions]
@@ -183,6 +190,23 @@ class Pipeline:
         if getattr(self.reranker, "stats", None):
             self.reranker.stats = {}
         return retrieved, [self.reranker.cut(r) for r in reranked]
+
+    def _takes_turns(self) -> bool:
+        """generation.release_reranker with an LLM reranker whose engine is not the generator's."""
+        rerank_llm = self.cfg.rerank.get("llm") if isinstance(self.cfg.rerank, DictConfig) else None
+        if not rerank_llm or not bool(self.cfg.generation.get("release_reranker", False)):
+            return False
+        return not self.generator.uses_llm or llm_key(rerank_llm) != llm_key(self.cfg.llm)
+
+    def rank_ahead(self, questions: list[Question]) -> None:
+        """Rerank every question before any is generated, then close the reranker's engine, so an LLM reranker
+        and the generator take turns on one GPU instead of holding it together (generation.release_reranker)."""
+        retrieved, contexts = self.rank(questions)
+        self._ranked.update({q.id: (r, c) for q, r, c in zip(questions, retrieved, contexts)})
+        if self.engines.release_config(self.cfg.rerank.llm):
+            self.engines_released += 1
+            log.info("reranked %d questions ahead; the reranker's engine is closed before generation",
+                     len(questions))
 
     def prepare_index(self) -> None:
         """Build or load the retriever's index once per run (not once per generation chunk)."""
@@ -251,6 +275,8 @@ class Pipeline:
         if done:
             log.info("resuming: %d answers already written, %d to go", len(done), len(todo))
 
+        if todo and self._takes_turns():
+            self.rank_ahead(todo)
         chunk = max(1, int(self.cfg.generation.chunk_size))
         for offset in range(0, len(todo), chunk):
             rows = self.answer(todo[offset: offset + chunk])
@@ -337,6 +363,8 @@ class Pipeline:
         usage = self._engine.usage if self._engine is not None else None
         counters = self.stage_cache.counters
         m["model_loads"] = self.model_loads()
+        if self.engines_released:
+            m["engines_released"] = self.engines_released
         m.update({"retrieval_calls": counters.retrieval_calls, "rerank_calls": counters.rerank_calls,
                   "retrieval_cache_hits": counters.retrieval_cache_hits,
                   "rerank_cache_hits": counters.rerank_cache_hits,

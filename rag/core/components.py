@@ -14,6 +14,16 @@ from rag.core.errors import ConfigError
 T = TypeVar("T")
 
 
+def component_class(target: str) -> Any:
+    """The class a `_target_` names, or None when it cannot be imported (instantiate then says why)."""
+    try:
+        from hydra.utils import get_class
+
+        return get_class(target)
+    except Exception:  # noqa: BLE001 - an unknown target is reported by instantiate with its own message
+        return None
+
+
 def component_nodes(group: str, cfg: Any, settings: Sequence[str], what: str) -> dict[str, dict[str, Any]]:
     """The component entries of a list group's node (mappings with `_target_`), by config key, resolved;
     `settings` are the group's shared keys, `what` names one entry in errors ("a judge")."""

@@ -12,6 +12,8 @@ import json
 import logging
 import sys
 from abc import ABC, abstractmethod
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -28,6 +30,33 @@ DATAMORGANA_CATEGORY_FIELDS = (
     "question_factuality", "question_premise", "question_phrasing", "question_linguistic_variation",
     "question_multi-doc", "user_expertise-categorization",
 )
+
+
+def normalised_question(text: str) -> str:
+    return " ".join((text or "").split()).lower()
+
+
+def shared_questions(split: Iterable[Question], evaluated: Iterable[Question]) -> list[str]:
+    """Ids of the split's questions that are also evaluated: the same id, or the same text (case and spacing
+    aside: a question copied into another file under another id is still the same question)."""
+    evaluated = list(evaluated)
+    ids = {q.id for q in evaluated}
+    texts = {normalised_question(q.question) for q in evaluated}
+    return [q.id for q in split if q.id in ids or normalised_question(q.question) in texts]
+
+
+@dataclass
+class DeclaredSplit:
+    """Questions a component learns from (demonstrations, training data), declared by its class's
+    `declared_splits(node, path)` so the preflight can refuse a split that overlaps the evaluated set
+    (rag.preflight.cluster): `setting` is the dotted config path, `where` which questions of which file, `fix` what to
+    change when they overlap."""
+
+    setting: str
+    what: str
+    where: str
+    questions: Sequence[Question]
+    fix: str
 
 
 class QuestionLoader(ABC):

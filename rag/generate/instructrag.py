@@ -26,7 +26,7 @@ from typing import Any
 from rag.core.errors import ConfigError
 from rag.core.hashing import slug, stable_hash
 from rag.core.io import atomic_write_text
-from rag.data.questions import QuestionLoader
+from rag.data.questions import DeclaredSplit, QuestionLoader, shared_questions
 from rag.generate.base import GenerationContext, GenerationInput, cut_words, passage_views
 from rag.generate.multistep import MultiStepGenerator, output_record
 from rag.generate.parsing import before_marker, clean_output, extract_answer
@@ -81,11 +81,27 @@ class InstructRAGGenerator(MultiStepGenerator):
         end = None if self.demo_limit is None else self.demo_offset + self.demo_limit
         return questions[self.demo_offset:end]
 
+    @classmethod
+    def declared_splits(cls, node: Mapping[str, Any], path: str) -> list[DeclaredSplit]:
+        """The demonstration split as the preflight sees it: refused before any index is built or cell launched
+        when it overlaps the evaluated set (rag.preflight.cluster)."""
+        if int(node.get("num_demos", 2) or 0) == 0 or not isinstance(node.get("demo_questions"), Mapping):
+            return []
+        from hydra.utils import instantiate
+
+        loader = instantiate(dict(node["demo_questions"]))
+        offset, limit = int(node.get("demo_offset") or 0), node.get("demo_limit")
+        split = loader.load()[offset: None if limit is None else offset + int(limit)]
+        return [DeclaredSplit(
+            f"{path}.demo_questions", "InstructRAG's demonstrations",
+            f"questions {offset + 1}..{offset + len(split)} of {loader.path}", split,
+            f"their gold answers would sit in the other questions' prompts; evaluate questions the split does not "
+            f"hold (dataset.limit / dataset.offset: e.g. dataset.limit={offset} with demo_offset={offset}) or "
+            f"move the split ({path}.demo_offset / demo_limit, or another file)")]
+
     def check_split(self, split: list[Question], evaluated: tuple[Question, ...] | list[Question]) -> None:
         """One line if the split shares a question (id or text) with the evaluated set."""
-        ids = {q.id for q in evaluated}
-        texts = {_one_line(q.question).lower() for q in evaluated}
-        shared = [q.id for q in split if q.id in ids or _one_line(q.question).lower() in texts]
+        shared = shared_questions(split, evaluated)
         if shared:
             raise ConfigError(
                 f"generator.demo_questions: the demonstration split (questions {self.demo_offset + 1}.."

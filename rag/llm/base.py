@@ -12,7 +12,7 @@ from __future__ import annotations
 import threading
 import time
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -132,6 +132,12 @@ class LLMEngine(ABC):
         self._plain = PlainTextRenderer()
         self._identity: dict[str, Any] | None = None
         self._usage_lock = threading.Lock()
+
+    @classmethod
+    def gpu_memory_share(cls, node: Mapping[str, Any]) -> float | None:
+        """The share of one GPU's memory an engine of this config holds while loaded (None: no GPU memory; a CPU,
+        remote or served engine). The preflight adds up the engines a run holds at once (rag.preflight.cluster)."""
+        return None
 
     # -- public API -------------------------------------------------------------------------------------------
     def generate(self, requests: Sequence[LLMRequest], desc: str = "generate") -> list[Completion]:

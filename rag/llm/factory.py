@@ -137,6 +137,21 @@ class EngineFactory:
         self.released += n
         return n
 
+    def release_config(self, llm_cfg: Any) -> bool:
+        """Close the engine of one config (an LLM reranker's, before the generator's loads); it reloads lazily if
+        asked again. False when no such engine is held."""
+        engine = self._engines.get(llm_key(llm_cfg))
+        if engine is None:
+            return False
+        before = process_tree_rss()
+        engine.close()
+        after = process_tree_rss()
+        self.release_rss.append((before, after))
+        self.released += 1
+        log.info("released the engine of %s: memory (RSS of this process and its children) %s -> %s",
+                 getattr(engine, "model", "?"), _gib(before), _gib(after))
+        return True
+
     @property
     def engines(self) -> Mapping[str, LLMEngine]:
         return dict(self._engines)

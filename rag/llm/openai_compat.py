@@ -114,8 +114,14 @@ class OpenAICompatibleEngine(ConcurrentAPIEngine):
                  extra_body: dict[str, Any] | None = None,
                  price_input_per_mtok: float | None = None, price_output_per_mtok: float | None = None,
                  n_ctx: int | None = None, limit_param: str = "max_tokens",
-                 refused_params: Sequence[str] | None = None):
+                 refused_params: Sequence[str] | None = None, reasoning_floor_tokens: int | None = None):
+        """`reasoning_floor_tokens`: a reasoning model spends hidden tokens out of the completion limit; the
+        preflight names every caller whose limit is below this floor (rag.preflight.cluster)."""
         check_request_shape(limit_param, list(refused_params or ()), chat_format)
+        if reasoning_floor_tokens is not None and reasoning_floor_tokens < 1:
+            raise ConfigError(f"llm.reasoning_floor_tokens={reasoning_floor_tokens}: a positive number of tokens, "
+                              f"or null")
+        self.reasoning_floor_tokens = reasoning_floor_tokens
         #: the body field of the token limit, and the fields this model refuses (see LIMIT_PARAMS)
         self.limit_param, self.refused_params = limit_param, tuple(refused_params or ())
         self._said_dropped = False

@@ -17,10 +17,11 @@ from __future__ import annotations
 
 import contextlib
 import gc
+import inspect
 import json
 import logging
 import os
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -133,6 +134,13 @@ class VLLMEngine(LLMEngine):
         self._signature: dict[str, Any] | None = None
         #: how many times this engine loaded its weights (a sweep's goal: once per distinct model)
         self.model_loads = 0
+
+    @classmethod
+    def gpu_memory_share(cls, node: Mapping[str, Any]) -> float | None:
+        """vLLM reserves `gpu_memory_utilization` of the device for weights and KV cache as it loads."""
+        value = node.get("gpu_memory_utilization", inspect.signature(cls.__init__).parameters[
+            "gpu_memory_utilization"].default)
+        return float(value) if value is not None else None
 
     # -- model and identity -----------------------------------------------------------------------------------
     @property

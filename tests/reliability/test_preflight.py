@@ -93,10 +93,10 @@ def test_typos_wrong_types_and_sampling_out_of_range_are_refused_before_any_work
         in text
     assert "judge.liverag.params.top_p=1.5: must be in (0, 1]" in text
     assert len(problems) == 6, problems
-    # every shipped option of every group passes as it is
-    for override in ("experiment=demo", "judge=full", "generator=crucible", "generator=instructrag", "rerank=bge",
-                     "retriever=dense", "llm=llamacpp_server", "llm=smollm2_135m"):
-        assert check_config(compose_config([override], tmp_path), environ={}) == [], override
+    # every shipped option of every group passes as it is (InstructRAG on the questions its demonstrations are not)
+    for override in ("experiment=demo", "judge=full", "generator=crucible", "generator=instructrag dataset.limit=275",
+                     "rerank=bge", "retriever=dense", "llm=llamacpp_server", "llm=smollm2_135m"):
+        assert check_config(compose_config(override.split(), tmp_path), environ={}) == [], override
     proc = rag_main(["dataset=hotpotqa", "rerank.k=abc", "logger=none", f"hydra.run.dir={tmp_path / 'run'}"],
                     _env(tmp_path), timeout=300)
     out = proc.stdout + proc.stderr
