@@ -303,27 +303,31 @@ def _hit(hit: ScoredPassage | Mapping[str, Any]) -> tuple[str, str, Any]:
     return str(hit.get("passage_id")), str(hit.get("doc_id")), hit.get("score")
 
 
-def stage_ranking(hits: Sequence[ScoredPassage | Mapping[str, Any]], level: str = "document") -> list[tuple[str, float]]:
+def stage_ranking(hits: Sequence[ScoredPassage | Mapping[str, Any]],
+                  level: str = "document") -> list[tuple[str, float]]:
     """(id, score) pairs of one stored list in its order, at a judgments level (`rag.data.qrels`): passage ids,
     or document ids at the rank and score of each document's best passage.
 
-    Scores strictly decrease: trec_eval orders a run by score, not by its rank column, so where a stage's scores
-    tie or rise along its list (a tie the stage broke, a reranker that orders by other means), a later item's
-    score is the largest float below the one before it, and every reader sees the order the pipeline used."""
+    Scores strictly decrease as trec_eval reads them: it orders a run by score, not by its rank column, and holds
+    scores in single precision (pytrec_eval too). Where a stage's scores tie or rise along its list (a tie the stage
+    broke, a reranker that orders by other means), or differ only beyond single precision, a later item's score is
+    the largest single-precision value below the one before it, so every reader sees the order the pipeline used."""
+    import numpy as np
+
     out: list[tuple[str, float]] = []
     seen: set[str] = set()
-    previous = math.inf
+    previous = np.float32(np.inf)
     for hit in hits:
         passage_id, doc_id, score = _hit(hit)
         item = doc_id if level == "document" else passage_id
         if item in seen:
             continue
         seen.add(item)
-        value = float(score) if isinstance(score, (int, float)) and math.isfinite(score) else previous
-        if not value < previous:
-            value = math.nextafter(previous, -math.inf)
+        value = float(score) if isinstance(score, (int, float)) and math.isfinite(score) else math.inf
+        if not np.float32(value) < previous:
+            value = float(np.nextafter(previous, np.float32(-np.inf)))
         out.append((item, value))
-        previous = value
+        previous = np.float32(value)
     return out
 
 
