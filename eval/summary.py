@@ -1,6 +1,6 @@
 """One table for a whole sweep: a row per cell, a column per swept value and per metric, the best cell marked.
 
-    python -m eval.summary SWEEP_DIR [--no-wandb] [--agreement 'judge/*' 'nuggets/*']
+    python -m eval.summary SWEEP_DIR [--no-wandb] [--agreement 'judge/*' 'nuggets/*'] [--leaderboards]
 
 Also runs automatically at the end of every multirun (`eval.sweep_callback.SweepSummaryCallback`). Writes, in
 the sweep folder and atomically: `summary.md` (led by the judge x nugget-metric agreement matrix when the cells
@@ -438,6 +438,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--bootstrap", type=int, default=200, help="bootstrap resamples for agreement CIs")
     parser.add_argument("--agreement-reference", default="auto",
                         help="tau_ap_a's reference: auto (human labels, else nugget scores), or a glob/prefix")
+    parser.add_argument("--leaderboards", nargs="*", default=None, metavar="PATTERN",
+                        help="also write each evaluation's TREC AutoJudge leaderboard (SWEEP/leaderboards/, "
+                             "eval.autojudge); patterns: only the evaluations they match")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
     wandb_arg: bool | dict[str, Any] = not args.no_wandb
@@ -447,6 +450,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     summary = summarize(args.sweep_dir, wandb=wandb_arg, agreement=args.agreement, n_boot=args.bootstrap,
                         agreement_reference=args.agreement_reference)
     print(to_markdown(summary))
+    if args.leaderboards is not None:
+        from eval.autojudge import write_leaderboards
+
+        summary.files.update({f"leaderboard {e}": p for e, p in write_leaderboards(args.sweep_dir,
+                                                                                   args.leaderboards).items()})
     print("written: " + ", ".join(str(p) for p in summary.files.values()))
     return 0 if summary.rows else 1
 

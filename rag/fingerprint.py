@@ -50,6 +50,8 @@ NOT_FINGERPRINTED: dict[str, str] = {
     "resume": "this switch itself",
     "objective": "the metric reported to Hydra sweepers",
     "judge": "judges re-score every record on every run; their metrics are recomputed, never resumed",
+    "metrics.retrieval_measures": "scored again from the stored ranked lists and judgments on every run "
+                                  "(rag.metrics.base.RecordMetric), resumed answers too",
     "generation.chunk_size": "how many answers are journalled per flush",
     "generation.release_reranker": "whether the reranker's engine is closed before generation (the same lists)",
     "preflight": "checks made before a run (the run itself is the same)",
@@ -77,7 +79,8 @@ def fingerprinted_config(cfg: DictConfig | dict[str, Any]) -> dict[str, Any]:
     secret-looking values masked (a key never reaches fingerprint.json, and rotating it keeps the folder)."""
     data = OmegaConf.to_container(cfg, resolve=True) if isinstance(cfg, DictConfig) else dict(cfg)
     flat = _flatten(redact(data))
-    metric_keys = {k: v for k, v in flat.items() if k.startswith("metrics.") and k.split(".")[1] not in SETTINGS}
+    metric_keys = {k: v for k, v in flat.items()
+                   if k.startswith("metrics.") and k.split(".")[1] not in SETTINGS and not _ignored(k)}
     default_metrics = metric_keys == DEFAULT_METRICS
     return {k: v for k, v in sorted(flat.items())
             if not _ignored(k) and not (k in ADDED_LATER and v == ADDED_LATER[k])

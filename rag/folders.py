@@ -9,6 +9,9 @@ goes through `RunFolder` instead of spelling out file names, so what a run folde
     config.json            the resolved config, secrets masked
     fingerprint.json       what a resume must match (`rag.fingerprint`)
     eval_report.md         the judges' report
+    run.retrieval.trec     the retrieved lists as a TREC run file (`qid Q0 docid rank score tag`)
+    run.rerank.trec        the reranked, cut lists, the same way
+    qrels.trec             the questions' judgments (TREC qrels), so trec_eval, ranx or ir_measures read the cell
 
 Final outputs are written atomically; a folder with `metrics.json` is complete.
 """
@@ -16,15 +19,17 @@ Final outputs are written atomically; a folder with `metrics.json` is complete.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
 from typing import Any
 
 from rag.core.errors import DataError
-from rag.core.io import JsonlJournal, atomic_write_json, atomic_write_jsonl, read_jsonl
-from rag.records import AnswerRecord, load_answer_records
+from rag.core.hashing import cap_name
+from rag.core.io import JsonlJournal, atomic_write_json, atomic_write_jsonl, atomic_write_text, read_jsonl
+from rag.core.secrets import mask_text
+from rag.records import RANKED_LISTS, AnswerRecord, load_answer_records, stage_ranking
 
 
 def read_json_file(path: Path) -> dict[str, Any]:
@@ -47,6 +52,11 @@ class RunFolder:
     CONFIG = "config.json"
     FINGERPRINT = "fingerprint.json"
     EVAL_REPORT = "eval_report.md"
+    #: stage -> its TREC run file (rag.export.trec writes them from the stored lists)
+    RUN_FILES = {"retrieval": "run.retrieval.trec", "rerank": "run.rerank.trec"}
+    QRELS = "qrels.trec"
+    #: overrides that say where or how a run is reported, never what it ran (left out of its run tag)
+    TAG_EXCLUDED = ("paths.", "hydra.", "logger", "local", "resume", "cluster")
     #: what a run writes (a reused folder with any of these must match its fingerprint)
     OUTPUTS = (ANSWERS, JOURNAL, METRICS)
 
@@ -73,6 +83,13 @@ class RunFolder:
     @property
     def fingerprint_path(self) -> Path:
         return self.dir / self.FINGERPRINT
+
+    def run_file_path(self, stage: str) -> Path:
+        return self.dir / self.RUN_FILES[stage]
+
+    @property
+    def qrels_path(self) -> Path:
+        return self.dir / self.QRELS
 
     # -- state ------------------------------------------------------------------------------------------------
     @property
@@ -125,6 +142,25 @@ class RunFolder:
             node = node[part]
         return node
 
+    def qrels_level(self) -> str:
+        """What the run's judgments name (`dataset.qrels.level`; `document` for gold documents and older runs)."""
+        return str(self.setting("dataset.qrels.level") or "document")
+
+    def run_tag(self) -> str:
+        """The run's tag in TREC files: its Hydra overrides (`.hydra/overrides.yaml`, secrets already masked),
+        sorted and comma-joined as in sweep folder names, without where-and-how settings; else the folder name."""
+        import yaml
+
+        path = self.dir / ".hydra" / "overrides.yaml"
+        try:
+            overrides = yaml.safe_load(path.read_text(encoding="utf-8")) if path.is_file() else []
+        except (OSError, yaml.YAMLError):
+            overrides = []
+        kept = sorted(str(o) for o in overrides or []
+                      if not str(o).lstrip("+~").startswith(self.TAG_EXCLUDED))
+        tag = ",".join(kept) or self.dir.name
+        return cap_name("_".join(mask_text(tag).split()), 120)
+
     def retrieval_depth(self) -> int | None:
         """How deep the retrieve stage ran (what its latency was paid for): the pipeline records it in
         `metrics.json`; for folders written before it did, the rule it used then (max of retriever.k and
@@ -145,6 +181,28 @@ class RunFolder:
 
     def write_config(self, config: Mapping[str, Any]) -> None:
         atomic_write_json(self.config_path, dict(config))
+
+    def write_rankings(self, records: Sequence[AnswerRecord], tag: str | None = None,
+                       level: str | None = None) -> dict[str, Path]:
+        """Both stages' TREC run files and the judgments (`qrels.trec`), atomically, from the stored lists:
+        `qid Q0 id rank score tag`, ids at the judgments' level (`rag.records.stage_ranking`), the tag from the
+        cell's overrides (`run_tag`)."""
+        tag = tag or self.run_tag()
+        level = level or self.qrels_level()
+        bad = next((r.id for r in records if not r.id or any(c.isspace() for c in r.id)), None)
+        if bad is not None:
+            raise DataError(f"{self.dir}: question id {bad!r} is empty or holds whitespace: a TREC run file cannot "
+                            f"name it")
+        written = {}
+        for stage, field in RANKED_LISTS.items():
+            lines = [f"{r.id} Q0 {item} {rank} {score!r} {tag}" for r in records
+                     for rank, (item, score) in enumerate(stage_ranking(getattr(r, field), level), start=1)]
+            written[stage] = self.run_file_path(stage)
+            atomic_write_text(written[stage], "".join(f"{line}\n" for line in lines))
+        judged = [f"{r.id} 0 {item} {grade}" for r in records for item, grade in sorted(r.relevance().items())]
+        atomic_write_text(self.qrels_path, "".join(f"{line}\n" for line in judged))
+        written["qrels"] = self.qrels_path
+        return written
 
     def finish(self, records: Iterable[AnswerRecord | Mapping[str, Any]], metrics: Mapping[str, Any] | None,
                config: Mapping[str, Any]) -> None:

@@ -27,7 +27,7 @@ from rag.generate.base import GenerationContext, GenerationInput, Generator
 from rag.judge.run import evaluate_records, judge_nodes
 from rag.llm.base import LLMEngine
 from rag.llm.factory import EngineFactory, build_engine, llm_key
-from rag.metrics.base import AnswerMetric, RunShape, ScoredAnswer, build_metrics
+from rag.metrics.base import AnswerMetric, RecordMetric, RunShape, ScoredAnswer, build_metrics
 from rag.metrics.registry import REGISTRY
 from rag.metrics.retrieval import cutoff_metrics, recall_at_cutoffs
 from rag.order.ordering import Ordering
@@ -286,6 +286,9 @@ class Pipeline:
             self.prepare_index()
 
         records = [done[q.id] for q in questions]
+        for metric in self.answer_metrics:  # read from the stored records: every answer again, resumed ones too
+            if isinstance(metric, RecordMetric):
+                metric.rescore(records, self.dataset.qrels_level)
         metrics = self.metrics(records, coverage)
         if metrics["empty_answers"]:
             log.warning("%d of %d answers are empty (%d empty completions from %s after re-asking): scored as "
@@ -302,6 +305,8 @@ class Pipeline:
         if undeclared:
             log.warning("metrics not declared in rag/metrics/registry.py: %s", ", ".join(undeclared))
 
+        # the stages' TREC run files and the judgments, so trec_eval, ranx or ir_measures read the folder
+        folder.write_rankings(records, level=self.dataset.qrels_level)
         folder.finish(records, metrics, redact(OmegaConf.to_container(self.cfg, resolve=True)))
         return metrics
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import math
 import os
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -32,9 +32,22 @@ class Question:
     hop: str = "single"
     #: DataMorgana question/user categories, or dataset-specific labels (HotpotQA type, MuSiQue hops).
     categories: dict[str, str] = field(default_factory=dict)
+    #: graded judgments from a qrels file (id -> grade; 0 = judged not relevant); empty: the gold documents count,
+    #: grade 1 (`relevance`)
+    qrels: dict[str, int] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
+
+    def relevance(self) -> dict[str, int]:
+        """This question's judgments: its qrels, else its gold documents at grade 1 (binary qrels)."""
+        return relevance(self.qrels, self.gold_doc_ids)
+
+
+def relevance(qrels: Mapping[str, int], gold_doc_ids: list[str]) -> dict[str, int]:
+    """Judgments of one question: graded qrels where the dataset has them, else binary ones from its gold
+    documents (LiveRAG's DataMorgana documents, SQuAD's paragraph, HotpotQA's and MuSiQue's supporting ones)."""
+    return {str(k): int(v) for k, v in qrels.items()} if qrels else {str(d): 1 for d in gold_doc_ids}
 
 
 @dataclass
@@ -125,6 +138,8 @@ class AnswerRecord(BaseModel):
     steps: dict[str, Any] | None = Field(default_factory=dict)
     parse_failed: bool = False
     fallback: str | None = None
+    #: the question's graded judgments (`Question.qrels`); empty when its gold documents are its judgments
+    qrels: dict[str, int] = Field(default_factory=dict)
     #: per-answer string and retrieval scores (f1, em, recall_<stage>[_any|_all])
     scores: dict[str, float] = Field(default_factory=dict)
     #: judge name -> its result; `result_values` reads the per-answer evaluations out of one
@@ -185,6 +200,8 @@ class AnswerRecord(BaseModel):
         out = self.model_dump(mode="json")
         if not out.get("judges"):
             out.pop("judges", None)
+        if not out.get("qrels"):
+            out.pop("qrels", None)
         for optional in ("sentences", "failure"):
             if out.get(optional) is None:
                 out.pop(optional, None)
@@ -194,6 +211,10 @@ class AnswerRecord(BaseModel):
     @property
     def has_gold(self) -> bool:
         return isinstance(self.gold_answer, str) and bool(self.gold_answer.strip())
+
+    def relevance(self) -> dict[str, int]:
+        """The judgments of this answer's question: its qrels, else its gold documents at grade 1."""
+        return relevance(self.qrels, self.gold_doc_ids)
 
     def passage_texts(self) -> list[str]:
         return [p.passage for p in self.passages]
@@ -266,10 +287,48 @@ def build_answer_record(question: Question, retrieved: list[ScoredPassage], cont
         final_prompt=result.final_prompt, generator=generator,
         gold_answer=question.answer, gold_answer_aliases=list(question.answer_aliases),
         gold_doc_ids=list(question.gold_doc_ids), gold_docs=list(question.gold_docs),
-        hop=question.hop, categories=dict(question.categories),
+        hop=question.hop, categories=dict(question.categories), qrels=dict(question.qrels),
         retrieved=[p.to_dict() for p in retrieved], reranked=[p.to_dict() for p in context],
         context=[p.passage.passage_id for p in used], steps=result.steps, parse_failed=result.parse_failed,
         fallback=result.fallback, scores=dict(scores), sentences=result.sentences)
+
+
+#: a stage -> the record field holding its stored list
+RANKED_LISTS = {"retrieval": "retrieved", "rerank": "reranked"}
+
+
+def _hit(hit: ScoredPassage | Mapping[str, Any]) -> tuple[str, str, Any]:
+    if isinstance(hit, ScoredPassage):
+        return hit.passage.passage_id, hit.passage.doc_id, hit.score
+    return str(hit.get("passage_id")), str(hit.get("doc_id")), hit.get("score")
+
+
+def stage_ranking(hits: Sequence[ScoredPassage | Mapping[str, Any]],
+                  level: str = "document") -> list[tuple[str, float]]:
+    """(id, score) pairs of one stored list in its order, at a judgments level (`rag.data.qrels`): passage ids,
+    or document ids at the rank and score of each document's best passage.
+
+    Scores strictly decrease as trec_eval reads them: it orders a run by score, not by its rank column, and holds
+    scores in single precision (pytrec_eval too). Where a stage's scores tie or rise along its list (a tie the stage
+    broke, a reranker that orders by other means), or differ only beyond single precision, a later item's score is
+    the largest single-precision value below the one before it, so every reader sees the order the pipeline used."""
+    import numpy as np
+
+    out: list[tuple[str, float]] = []
+    seen: set[str] = set()
+    previous = np.float32(np.inf)
+    for hit in hits:
+        passage_id, doc_id, score = _hit(hit)
+        item = doc_id if level == "document" else passage_id
+        if item in seen:
+            continue
+        seen.add(item)
+        value = float(score) if isinstance(score, (int, float)) and math.isfinite(score) else math.inf
+        if not np.float32(value) < previous:
+            value = float(np.nextafter(previous, np.float32(-np.inf)))
+        out.append((item, value))
+        previous = np.float32(value)
+    return out
 
 
 def load_answer_records(path: Any) -> list[AnswerRecord]:

@@ -1,7 +1,9 @@
 """Corpora: documents read from the dataset's files and chunked into passages, each mapped to its document.
 
 LiveRAG's indexes split every FineWeb document into passages of at most 512 words without overlap; that is
-the default here and both are configurable. A corpus has a `key` naming its content and chunking, which names
+the default here and both are configurable. `chunk_words: null` keeps every record whole, one passage whose id is
+the record's own (a collection already cut into passages, such as MS MARCO v2.1's segments, whose qrels judge
+those ids). A corpus has a `key` naming its content and chunking, which names
 the index, retrieval and rerank caches built on it: the content is a streaming sha256 of the file, itself
 cached in a small sidecar keyed by the file's resolved path, size and modification time, so an edit that
 keeps the file's size still gets new caches, and a large corpus is hashed once, not once per run.
@@ -74,7 +76,7 @@ def chunk_words(text: str, max_words: int, overlap: int = 0) -> list[str]:
 
 
 class Corpus(ABC):
-    def __init__(self, path: str, data_dir: str | None = None, chunk_words: int = 512, overlap_words: int = 0,
+    def __init__(self, path: str, data_dir: str | None = None, chunk_words: int | None = 512, overlap_words: int = 0,
                  name: str | None = None, hash_cache_dir: str | None = None):
         self.path = path
         self.data_dir = data_dir
@@ -96,7 +98,8 @@ class Corpus(ABC):
     @property
     def key(self) -> str:
         """Readable cache name: corpus name, the sha256 of its file (first 16 hex digits), chunking."""
-        return slug(f"{self.name}-{self.content_hash[:16]}-{self.chunk_words}w{self.overlap_words}o")
+        chunking = f"{self.chunk_words}w{self.overlap_words}o" if self.chunk_words else "whole"
+        return slug(f"{self.name}-{self.content_hash[:16]}-{chunking}")
 
     @abstractmethod
     def documents(self) -> Iterator[tuple[str, str, str]]:
@@ -107,6 +110,12 @@ class Corpus(ABC):
         out: list[Passage] = []
         empty: list[str] = []
         for doc_id, title, text in self.documents():
+            if not self.chunk_words:  # kept whole: the passage is the record, under its own id
+                if (text or "").strip():
+                    out.append(Passage(passage_id=doc_id, doc_id=doc_id, text=text.strip(), title=title))
+                else:
+                    empty.append(doc_id)
+                continue
             chunks = chunk_words(text or "", self.chunk_words, self.overlap_words)
             if not chunks:
                 empty.append(doc_id)
@@ -126,13 +135,20 @@ class Corpus(ABC):
 
 
 class JsonlCorpus(Corpus):
-    """`{doc_id, text}` JSONL (gzip allowed), e.g. LiveRAG's FineWeb sample."""
+    """`{doc_id, text}` JSONL (gzip allowed), e.g. LiveRAG's FineWeb sample; other field names by setting (a BEIR
+    corpus: `_id`, `text`, `title`; MS MARCO v2.1 segments: `docid`, `segment`, `title`)."""
 
-    def __init__(self, path: str, data_dir: str | None = None, chunk_words: int = 512, overlap_words: int = 0,
+    def __init__(self, path: str, data_dir: str | None = None, chunk_words: int | None = 512, overlap_words: int = 0,
                  name: str | None = None, id_field: str = "doc_id", text_field: str = "text",
-                 title_field: str | None = None, hash_cache_dir: str | None = None):
+                 title_field: str | None = None, hash_cache_dir: str | None = None, title_in_text: bool = False):
         super().__init__(path, data_dir, chunk_words, overlap_words, name, hash_cache_dir)
         self.id_field, self.text_field, self.title_field = id_field, text_field, title_field
+        #: index `title text` (BEIR's and ir_datasets' convention) instead of the text alone
+        self.title_in_text = title_in_text
+
+    @property
+    def key(self) -> str:
+        return super().key + ("-title" if self.title_in_text else "")
 
     def documents(self) -> Iterator[tuple[str, str, str]]:
         file = self.file()
@@ -146,7 +162,9 @@ class JsonlCorpus(Corpus):
             if doc_id in seen:
                 raise DataError(f"{file}:{line_no}: duplicate doc_id {doc_id!r}")
             seen.add(doc_id)
-            yield doc_id, str(row.get(self.title_field, "")) if self.title_field else "", str(text or "")
+            title = str(row.get(self.title_field) or "") if self.title_field else ""
+            text = str(text or "")
+            yield doc_id, title, f"{title} {text}".strip() if self.title_in_text and title else text
 
 
 class HotpotQACorpus(Corpus):

@@ -1,64 +1,146 @@
-"""Export answers.jsonl to the TREC 2024 RAG track answer format (one JSON object per topic and line):
+"""A run in TREC's formats: answers for the TREC RAG tracks (2024, 2025), NeuCLIR reports, and run files per stage.
 
-`{"run_id", "topic_id", "topic", "references": [doc ids], "response_length": int,
-  "answer": [{"text": sentence, "citations": [indices into references]}]}`
+    python -m rag.export.trec RUN                       # TREC 2025 RAG answers (format 1), checked, trec_rag25.jsonl
+    python -m rag.export.trec RUN --format runs         # run.retrieval.trec, run.rerank.trec, qrels.trec
 
-Sentences come from the answer text; `[n]` markers (our prompts label passages `[1]..[k]` in prompt order)
-become citations and are removed from the sentence text. Cited strategies (Crucible, GINGER) store
-`sentences: [{text, citations: [doc_id], nugget, confidence}]` in the record; each sentence is exported with its
-own citation(s), as indices into `references`.
+Answer formats (one JSON object per topic and line):
 
-`--format neuclir` writes a NeuCLIR-style report instead, one per topic:
-`{"request_id", "run_id", "sentences": [{"text", "citations": [doc ids]}]}`.
+- `rag25` (TREC 2025 RAG, format 1): `{"metadata": {"team_id", "run_id", "type", "narrative_id", "narrative",
+  "prompt"}, "references": [segment ids, ranked, at most 100], "answer": [{"text", "citations": [indices into
+  references]}]}`; `rag25_ids` (format 2): the same with citations as segment ids. What changed since 2024: the
+  topic moved into `metadata` (`narrative_id`, `narrative`, with `team_id` and the run `type`), `response_length`
+  is gone, up to 100 references instead of 20 (the ranked list of the retrieval stage), citations listed from the
+  best-supporting one (ours: the order the answer cites them in), and format 2's segment-id citations.
+- `rag24` (TREC 2024 RAG): `{"run_id", "topic_id", "topic", "references": [doc ids, at most 20],
+  "response_length", "answer": [{"text", "citations": [indices]}]}`.
+- `neuclir`: `{"request_id", "run_id", "sentences": [{"text", "citations": [doc ids]}]}`.
+
+Sentences come from the answer text; `[n]` markers (our prompts label passages `[1]..[k]` in prompt order) become
+citations and are removed from the sentence text. Cited strategies (Crucible, GINGER) store `sentences: [{text,
+citations: [doc_id], ...}]` in the record; each sentence is exported with its own citations. Answers longer than
+the tracks' 400 words lose sentences from the end, as the track's checker does (logged).
+
+Every TREC export is checked by the rules of the track's validator (castorini/ragnarok's `rag24_validation.py`
+and `rag25_validation.py`, `validate`): a record that breaks one is one error line naming its line and topic,
+and nothing is written; warnings (a missing optional field, a reference outside MS MARCO v2.1's id pattern when
+`--msmarco-ids` asks for it) are logged. `--topics FILE` checks topic ids (and, for 2024, topic texts) against
+the track's topics file.
+
+Run files (`--format runs`, for folders written before runs wrote them; every run writes them itself,
+`RunFolder.write_rankings`): `qid Q0 docid rank score tag`, one line per item of the stored retrieved list
+(`run.retrieval.trec`) and reranked, cut list (`run.rerank.trec`), at the judgments' level (`rag.data.qrels`:
+document ids at the rank of their best passage, or passage ids), scores strictly decreasing in rank order
+(`rag.records.stage_ranking`), the tag from the cell's overrides (`RunFolder.run_tag`); `qrels.trec` holds the
+judgments. trec_eval, ranx and ir_measures read the folder as it is.
 """
 
 from __future__ import annotations
 
 import argparse
+import logging
 import re
+import unicodedata
+from collections import Counter
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from rag.core.errors import DataError
 from rag.core.io import atomic_write_jsonl
 from rag.folders import RunFolder
 from rag.records import AnswerRecord, load_answer_records
 
+log = logging.getLogger(__name__)
+
 _SENTENCE_END = re.compile(r"(?<=[.!?])\s+(?=[A-Z0-9\"'(\[])")
 _MARKER = re.compile(r"\s*\[(\d+(?:\s*,\s*\d+)*)\]")
+#: an MS MARCO v2.1 segment id, as the track's validators check references
+MARCO_SEGMENT = re.compile(r"^msmarco_v2\.1_doc_\d+_\d+#\d+_\d+$")
+#: the tracks' limits: words per answer, references per topic
+RESPONSE_LIMIT = 400
+REFERENCE_LIMIT = {"rag24": 20, "rag25": 100, "rag25_ids": 100}
+RUN_TYPES = ("automatic", "manual")
 
 
 def split_sentences(text: str) -> list[str]:
     return [s.strip() for s in _SENTENCE_END.split(text.strip()) if s.strip()]
 
 
+def response_words(text: str) -> int:
+    """Words of one answer sentence as the track counts them (NFKC-normalised, split on whitespace)."""
+    return len(unicodedata.normalize("NFKC", text.strip()).split())
+
+
+def _record(record: AnswerRecord | Mapping[str, Any]) -> AnswerRecord:
+    return record if isinstance(record, AnswerRecord) else AnswerRecord.from_json(record)
+
+
+def cited_sentences(record: AnswerRecord) -> list[tuple[str, list[str]]]:
+    """(sentence, cited doc ids in the order cited) of an answer: a cited strategy's own sentences, else the
+    answer's sentences with their `[n]` markers read as the prompt's passages n."""
+    if record.sentences is not None:
+        return [(str(s.get("text", "")), list(dict.fromkeys(str(d) for d in s.get("citations", []))))
+                for s in record.sentences]
+    label_doc = {label: (p.doc_IDs or [""])[0] for label, p in enumerate(record.passages, start=1)}
+    out = []
+    for sentence in split_sentences(record.answer):
+        labels = [int(n) for m in _MARKER.findall(sentence) for n in m.split(",")]
+        text = _MARKER.sub("", sentence).strip()
+        if text:
+            out.append((text, list(dict.fromkeys(label_doc[n] for n in labels if n in label_doc))))
+    return out
+
+
+def within_limit(sentences: list[tuple[str, list[str]]], topic: str, limit: int = RESPONSE_LIMIT
+                 ) -> list[tuple[str, list[str]]]:
+    """The sentences, those past `limit` words dropped from the end (the track checker's fix), logged."""
+    kept, words = list(sentences), sum(response_words(t) for t, _ in sentences)
+    while words > limit and kept:
+        words -= response_words(kept.pop()[0])
+    if len(kept) < len(sentences):
+        log.warning("topic %s: answer over %d words; %d sentence(s) dropped from its end", topic, limit,
+                    len(sentences) - len(kept))
+    return kept
+
+
 def to_trec(record: AnswerRecord | dict[str, Any], run_id: str) -> dict[str, Any]:
-    if not isinstance(record, AnswerRecord):
-        record = AnswerRecord.from_json(record)
+    """TREC 2024 RAG: references are the prompt's documents (then any other cited one), citations indices."""
+    record = _record(record)
     references: list[str] = []
-    label_to_ref: dict[int, int] = {}
-    for label, passage in enumerate(record.passages, start=1):
+    for passage in record.passages:
         doc_id = (passage.doc_IDs or [""])[0]
         if doc_id not in references:
             references.append(doc_id)
-        label_to_ref[label] = references.index(doc_id)
     answer = []
-    if record.sentences is not None:  # cited strategies (Crucible, GINGER): citations are doc ids
-        for s in record.sentences:
-            for doc_id in s.get("citations", []):
-                if doc_id not in references:  # a cited document is always a reference
-                    references.append(doc_id)
-            answer.append({"text": s["text"], "citations": sorted({references.index(d)
-                                                                   for d in s.get("citations", [])})})
-    else:
-        for sentence in split_sentences(record.answer):
-            labels = [int(n) for m in _MARKER.findall(sentence) for n in m.split(",")]
-            text = _MARKER.sub("", sentence).strip()
-            if text:
-                answer.append({"text": text,
-                               "citations": sorted({label_to_ref[n] for n in labels if n in label_to_ref})})
-    return {"run_id": run_id, "topic_id": record.id, "topic": record.question,
-            "references": references, "response_length": sum(len(a["text"].split()) for a in answer),
-            "answer": answer}
+    for text, cited in within_limit(cited_sentences(record), record.id):
+        references += [d for d in cited if d not in references]  # a cited document is always a reference
+        answer.append({"text": text, "citations": sorted({references.index(d) for d in cited})})
+    return {"run_id": run_id, "topic_id": record.id, "topic": record.question, "references": references,
+            "response_length": sum(response_words(a["text"]) for a in answer), "answer": answer}
+
+
+def rag25_references(record: AnswerRecord, sentences: list[tuple[str, list[str]]]) -> list[str]:
+    """The ranked list of the retrieval stage as handed to the generator (the reranked, cut list, at most 100),
+    then any other document the answer cites (IterDRAG's own retrievals)."""
+    ranked = [str(p.get("doc_id")) for p in record.reranked if isinstance(p, Mapping)] or \
+        [(p.doc_IDs or [""])[0] for p in record.passages]
+    references = list(dict.fromkeys(ranked))[: REFERENCE_LIMIT["rag25"]]
+    return references + [d for _, cited in sentences for d in cited if d not in references]
+
+
+def to_rag25(record: AnswerRecord | dict[str, Any], run_id: str, team_id: str = "ragtifier",
+             citations: str = "indices", run_type: str = "automatic") -> dict[str, Any]:
+    """TREC 2025 RAG, format 1 (`citations="indices"`) or format 2 (`"ids"`)."""
+    record = _record(record)
+    sentences = within_limit(cited_sentences(record), record.id)
+    references = list(dict.fromkeys(rag25_references(record, sentences)))
+    answer = [{"text": text, "citations": [references.index(d) for d in cited] if citations == "indices"
+               else list(cited)} for text, cited in sentences]
+    metadata = {"team_id": team_id, "run_id": run_id, "type": run_type, "narrative_id": record.id,
+                "narrative": record.question}
+    if record.final_prompt:
+        metadata["prompt"] = record.final_prompt
+    return {"metadata": metadata, "references": references, "answer": answer}
 
 
 def to_neuclir(record: AnswerRecord | dict[str, Any], run_id: str) -> dict[str, Any]:
@@ -70,26 +152,200 @@ def to_neuclir(record: AnswerRecord | dict[str, Any], run_id: str) -> dict[str, 
                           for a in trec["answer"]]}
 
 
-FORMATS = {"rag24": to_trec, "neuclir": to_neuclir}
+FORMATS = {"rag25": lambda r, run_id, team_id: to_rag25(r, run_id, team_id),
+           "rag25_ids": lambda r, run_id, team_id: to_rag25(r, run_id, team_id, citations="ids"),
+           "rag24": lambda r, run_id, team_id: to_trec(r, run_id),
+           "neuclir": lambda r, run_id, team_id: to_neuclir(r, run_id)}
 
 
-def export(answers: Path, out: Path, run_id: str, fmt: str = "rag24") -> int:
-    rows = [FORMATS[fmt](r, run_id) for r in load_answer_records(answers)]
+# -- the track validators' rules ------------------------------------------------------------------------------
+def _rag24_problems(row: Any, topics: Mapping[str, str] | None, msmarco_ids: bool) -> tuple[list[str], list[str]]:
+    errors: list[str] = []
+    warnings: list[str] = []
+    missing = [f for f in ("run_id", "topic_id", "topic", "references", "response_length", "answer") if f not in row]
+    if missing:
+        return [f'missing "{missing[0]}" field'], warnings
+    if topics is not None:
+        if str(row["topic_id"]) not in topics:
+            return [f"unknown topic ({row['topic_id']})"], warnings
+        if row["topic"] != topics[str(row["topic_id"])]:
+            errors.append("topic text does not match the official topic")
+    refs = row["references"] if isinstance(row["references"], list) else []
+    if not isinstance(row["references"], list):
+        errors.append("references must be a list")
+    for ref in [r for r, n in Counter(map(str, refs)).items() if n > 1]:
+        errors.append(f"duplicate document {ref} in references")
+    if msmarco_ids:
+        errors += [f"invalid reference docno {r}" for r in refs if not MARCO_SEGMENT.match(str(r))]
+    if len(refs) > REFERENCE_LIMIT["rag24"]:
+        errors.append(f"too many references ({len(refs)}, max {REFERENCE_LIMIT['rag24']})")
+    errors += _answer_problems(row["answer"], refs, "indices")
+    length = sum(response_words(str(s.get("text", ""))) for s in row["answer"] if isinstance(s, Mapping)) \
+        if isinstance(row["answer"], list) else 0
+    if length > RESPONSE_LIMIT:
+        warnings.append(f"answer is too long ({length} words)")
+    if row["response_length"] != length:
+        warnings.append(f"reported response_length {row['response_length']} is not the answer's {length} words")
+    return errors, warnings
+
+
+def _rag25_problems(row: Any, topics: Mapping[str, str] | None, msmarco_ids: bool, citations: str
+                    ) -> tuple[list[str], list[str]]:
+    errors: list[str] = []
+    warnings: list[str] = []
+    md = row.get("metadata")
+    if not isinstance(md, Mapping):
+        errors.append("metadata must be an object")
+    else:
+        missing = sorted({"team_id", "run_id", "narrative_id"} - set(md))
+        if missing:
+            errors.append(f"metadata missing keys: {', '.join(missing)}")
+        elif topics is not None and str(md["narrative_id"]) not in topics:
+            errors.append(f"metadata.narrative_id {md['narrative_id']!r} not in the topics file")
+        if "type" in md and md["type"] not in RUN_TYPES:
+            errors.append(f"invalid metadata.type {md['type']!r} (one of {', '.join(RUN_TYPES)})")
+        warnings += [f"optional metadata.{k} is missing" for k in ("type", "narrative", "prompt") if k not in md]
+    refs = row.get("references")
+    if not isinstance(refs, list):
+        errors.append("references must be a list")
+        refs = []
+    if len(refs) > REFERENCE_LIMIT["rag25"]:
+        errors.append(f"too many references ({len(refs)}, max {REFERENCE_LIMIT['rag25']})")
+    warnings += [f"duplicate reference {r}" for r, n in Counter(map(str, refs)).items() if n > 1]
+    if msmarco_ids:
+        warnings += [f"reference {r} is not an MS MARCO v2.1 segment id" for r in refs
+                     if not MARCO_SEGMENT.match(str(r))]
+    errors += _answer_problems(row.get("answer", []), refs, citations)
+    answer = row.get("answer") if isinstance(row.get("answer"), list) else []
+    length = sum(response_words(str(s.get("text", ""))) for s in answer if isinstance(s, Mapping))
+    if length > RESPONSE_LIMIT:
+        warnings.append(f"answer is too long ({length} words, max {RESPONSE_LIMIT})")
+    return errors, warnings
+
+
+def _answer_problems(answer: Any, refs: list[Any], citations: str) -> list[str]:
+    if not isinstance(answer, list):
+        return ["answer must be a list"]
+    errors = []
+    for i, sentence in enumerate(answer):
+        if not isinstance(sentence, Mapping):
+            errors.append(f"answer[{i}] must be an object")
+            continue
+        if not isinstance(sentence.get("text"), str):
+            errors.append(f"answer[{i}].text missing or not a string")
+        cites = sentence.get("citations")
+        if not isinstance(cites, list):
+            errors.append(f"answer[{i}].citations missing or not a list")
+        elif citations == "indices":
+            if not all(isinstance(c, int) and not isinstance(c, bool) for c in cites):
+                errors.append(f"answer[{i}].citations must be integers (indices into references)")
+            else:
+                errors += [f"answer[{i}].citations index out of range: {c}" for c in cites if not 0 <= c < len(refs)]
+        elif not all(isinstance(c, str) for c in cites):
+            errors.append(f"answer[{i}].citations must be strings (segment ids)")
+        else:
+            errors += [f"answer[{i}].citation not among the references: {c}" for c in cites if c not in refs]
+    return errors
+
+
+def _topic_of(row: Any, fmt: str) -> str:
+    if not isinstance(row, Mapping):
+        return "?"
+    if fmt.startswith("rag25"):
+        md = row.get("metadata")
+        return str(md.get("narrative_id", "?")) if isinstance(md, Mapping) else "?"
+    return str(row.get("topic_id", "?"))
+
+
+def validate(rows: Sequence[Any], fmt: str, topics: Mapping[str, str] | None = None, msmarco_ids: bool = False,
+             where: str = "export") -> tuple[list[str], list[str]]:
+    """The track validator's rules over a whole export: (errors, warnings), one line per bad record each
+    (`<where>:<line> topic <id>: problem; problem`), plus one per topic answered twice, and, with `topics`,
+    a warning per topic without an answer."""
+    errors: list[str] = []
+    warnings: list[str] = []
+    run_ids: set[str] = set()
+    answered: Counter[str] = Counter()
+    for line, row in enumerate(rows, start=1):
+        if not isinstance(row, Mapping):
+            errors.append(f"{where}:{line}: not a JSON object")
+            continue
+        if fmt == "rag24":
+            bad, notes = _rag24_problems(row, topics, msmarco_ids)
+            run_ids.add(str(row.get("run_id")))
+        else:
+            bad, notes = _rag25_problems(row, topics, msmarco_ids, "ids" if fmt == "rag25_ids" else "indices")
+        topic = _topic_of(row, fmt)
+        answered[topic] += 1
+        if bad:
+            errors.append(f"{where}:{line} topic {topic}: {'; '.join(bad)}")
+        if notes:
+            warnings.append(f"{where}:{line} topic {topic}: {'; '.join(notes)}")
+    if len(run_ids) > 1:
+        errors.append(f"{where}: run tag inconsistent ({', '.join(sorted(run_ids))})")
+    errors += [f"{where}: {n} responses for topic {t} (one allowed)" for t, n in answered.items() if n > 1]
+    if topics is not None:
+        warnings += [f"{where}: no response for topic {t}" for t in topics if t not in answered]
+    return errors, warnings
+
+
+def read_topics(path: Path) -> dict[str, str]:
+    """Topic id -> text from a track's topics file (2024 TSV, 2025 JSONL), with the dataset loader's rules."""
+    from rag.data.collections import TrecTopics
+
+    return {q.id: q.question for q in TrecTopics(str(path)).load()}
+
+
+def export(answers: Path, out: Path, run_id: str, fmt: str = "rag25", team_id: str = "ragtifier",
+           topics: Path | None = None, msmarco_ids: bool = False) -> int:
+    """Convert, check with the track's rules (TREC formats) and write atomically; a bad record is a DataError."""
+    rows = [FORMATS[fmt](r, run_id, team_id) for r in load_answer_records(answers)]
+    if fmt != "neuclir":
+        errors, warnings = validate(rows, fmt, read_topics(topics) if topics else None, msmarco_ids, str(out))
+        for warning in warnings:
+            log.warning("%s", warning)
+        if errors:
+            raise DataError("\n".join(errors))
     atomic_write_jsonl(out, rows)
     return len(rows)
 
 
+# -- run files ----------------------------------------------------------------------------------------------
+
+
 def main(argv: list[str] | None = None) -> None:
+    logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("answers", type=Path, help="answers.jsonl of a run (or the run folder)")
-    parser.add_argument("--out", type=Path, help="output file (default: <run>/trec_<format>.jsonl)")
-    parser.add_argument("--format", choices=sorted(FORMATS), default="rag24",
-                        help="rag24: TREC 2024 RAG answers; neuclir: NeuCLIR-style reports")
-    parser.add_argument("--run-id", default=None, help="run_id field (default: the run folder name)")
+    parser.add_argument("answers", type=Path, help="a run folder (or its answers.jsonl)")
+    parser.add_argument("--out", type=Path, help="output file (default: <run>/trec_<format>.jsonl); for "
+                                                 "--format runs, the folder (default: the run folder)")
+    parser.add_argument("--format", choices=[*FORMATS, "runs"], default="rag25",
+                        help="rag25 (TREC 2025 RAG, citations as indices), rag25_ids (citations as segment ids), "
+                             "rag24 (TREC 2024 RAG), neuclir (NeuCLIR-style reports), runs (TREC run files of "
+                             "both stages and qrels.trec)")
+    parser.add_argument("--run-id", default=None, help="run_id field (default: the run folder name); for --format "
+                                                       "runs, the run tag (default: the cell's overrides)")
+    parser.add_argument("--team-id", default="ragtifier", help="metadata.team_id of the 2025 formats")
+    parser.add_argument("--topics", type=Path, default=None,
+                        help="the track's topics file (2024 TSV, 2025 JSONL): topic ids (and 2024 texts) checked")
+    parser.add_argument("--msmarco-ids", action="store_true",
+                        help="check references against MS MARCO v2.1's segment id pattern, as the track does")
     args = parser.parse_args(argv)
     answers = RunFolder(args.answers).answers_path if args.answers.is_dir() else args.answers
-    out = args.out or answers.parent / f"trec_{args.format}.jsonl"
-    n = export(answers, out, args.run_id or answers.parent.name, args.format)
+    try:
+        if args.format == "runs":
+            folder = RunFolder(answers.parent)
+            target = RunFolder(args.out) if args.out else folder
+            target.dir.mkdir(parents=True, exist_ok=True)
+            files = target.write_rankings(load_answer_records(answers), args.run_id or folder.run_tag(),
+                                          folder.qrels_level())
+            print("wrote " + ", ".join(str(p) for p in files.values()))
+            return
+        out = args.out or answers.parent / f"trec_{args.format}.jsonl"
+        n = export(answers, out, args.run_id or answers.parent.name, args.format, args.team_id, args.topics,
+                   args.msmarco_ids)
+    except DataError as err:
+        raise SystemExit(f"DataError: {err}") from None
     print(f"wrote {n} topics to {out}")
 
 

@@ -16,7 +16,7 @@ from typing import Any
 
 from rag.core.components import build_component, component_nodes
 from rag.metrics.registry import REGISTRY, MetricSpec
-from rag.records import Question, ScoredPassage
+from rag.records import AnswerRecord, Question, ScoredPassage
 
 #: keys of `cfg.metrics` that are settings, not metrics
 SETTINGS = ("recall_at",)
@@ -62,6 +62,27 @@ class AnswerMetric(ABC):
     @abstractmethod
     def metric_specs(self) -> list[MetricSpec]:
         """The run metric names this metric writes, as specific as it knows them (range, direction)."""
+
+
+class RecordMetric(AnswerMetric):
+    """A metric read from the stored answer record alone (its ranked lists and judgments), not from generation:
+    the pipeline scores every record with it again on each run, resumed answers too, so a folder's fingerprint
+    leaves it out (`rag.fingerprint`) and a changed setting applies to the whole folder."""
+
+    #: the score keys this metric owns (stale ones from an earlier setting are dropped before scoring again)
+    key_prefix: str = ""
+
+    def score(self, item: ScoredAnswer) -> dict[str, float]:
+        return {}  # scored from the finished record (`score_record`)
+
+    @abstractmethod
+    def score_record(self, record: AnswerRecord, qrels_level: str) -> dict[str, float]:
+        """Per-answer scores from a stored record; {} when it cannot be scored (no judgments)."""
+
+    def rescore(self, records: list[AnswerRecord], qrels_level: str) -> None:
+        for record in records:
+            record.scores = {k: v for k, v in record.scores.items() if not k.startswith(self.key_prefix)}
+            record.scores.update(self.score_record(record, qrels_level))
 
 
 def metric_nodes(metrics_cfg: Any) -> dict[str, dict[str, Any]]:

@@ -158,6 +158,9 @@ def _s(pattern: str, kind: Kind, description: str, range: tuple[float | None, fl
 
 UNIT = (0.0, 1.0)
 NONNEG = (0.0, None)
+#: ir-measures' measure families whose values lie in [0, 1] (with parameters and a cutoff: `P(rel=2)@10`)
+IR_UNIT_MEASURES = (r"(?:nDCG|RR|R|P|AP|Judged|Success|Bpref|infAP|Rprec|SetP|SetR|SetF|SetAP|ERR|alpha_nDCG|"
+                    r"nERR_IA|NERR\d*|IPrec|RBP|SDCG|Compat|AP_IA|P_IA|nDCG_IA)(?:\([^/]*\))?(?:@\d+)?")
 USAGE = "llm_calls|llm_retries|llm_cache_hits|prompt_tokens|completion_tokens|llm_cost_usd"
 
 #: the project's metrics, specific entries first
@@ -167,6 +170,14 @@ BUILTIN: tuple[MetricSpec, ...] = (
        "mean over answers with a gold answer", UNIT, True, metric="f1|em"),
     _s("recall/{stage}@{k}{mode}/{split}", "per_answer", "share of gold documents in the top k of a stage "
        "(_any: at least one found, _all: all found), mean over questions with gold documents", UNIT, True),
+    _s("ir/{stage}/{measure}/{split}", "per_answer", "a trec_eval measure (ir-measures' name: nDCG@10, RR@10, "
+       "R@100, AP, Judged@10...) of a stage's list against the judgments, mean over judged questions",
+       UNIT, True, stage="retrieval|rerank", measure=IR_UNIT_MEASURES),
+    _s("ir/{stage}/{count}/{split}", "counter", "a trec_eval count (queries, retrieved, relevant, relevant "
+       "retrieved) of a stage's list, mean over judged questions", NONNEG, None, stage="retrieval|rerank",
+       count=r"Num(?:Q|Ret|Rel|RelRet)(?:\([^/]*\))?(?:@\d+)?"),
+    _s("ir/{stage}/{other}/{split}", "per_answer", "another ir-measures measure of a stage's list, mean over "
+       "judged questions", (None, None), True, stage="retrieval|rerank"),
     # -- bookkeeping of the run --
     _s("n_questions", "counter", "questions in the run", NONNEG),
     _s("retrieval_depth", "counter", "passages the retrieve stage fetched per question (the largest k the run or "

@@ -132,6 +132,10 @@ def build_report(sweep_dir: str | Path, out_dir: str | Path | None = None, laten
         figure("fig4_recall_at_k", recall_mod.plot(curves))
     else:
         report.skipped["fig4_recall_at_k"] = "no questions with gold documents and a single/multi hop label"
+    measures = recall_mod.measure_rows(sweep, n_boot=min(n_boot, 200), seed=seed)
+    if measures:  # trec_eval measures beside Fig. 4 (metrics.retrieval_measures)
+        report.tables["retrieval_measures"] = measures
+        report.meta["retrieval_measures_md"] = recall_mod.measures_markdown(measures)
     # Fig. 5
     lat_curves, headers = latency_mod.latency_curves(sweep, latency_files)
     if lat_curves:
@@ -204,6 +208,9 @@ def to_markdown(report: Report) -> str:
             lines += [f"Not drawn: {report.skipped.get(name, 'no data')}.", ""]
         if name == "table1" and meta.get("table1_md"):
             lines += [meta["table1_md"]]
+        elif name == "fig4_recall_at_k" and meta.get("retrieval_measures_md"):
+            lines += ["trec_eval measures of each run's lists (ir-measures; mean over judged questions, 95% "
+                      "bootstrap interval; `retrieval_measures.csv`):", "", meta["retrieval_measures_md"]]
         elif name == "fig5_latency_at_k" and meta.get("latency_benchmarks"):
             for header in meta["latency_benchmarks"]:
                 machine = header.get("machine") or {}

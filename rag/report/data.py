@@ -80,6 +80,17 @@ def ranked_doc_ids(record: AnswerRecord, stage: str) -> list[str]:
     return [str(p.get("doc_id")) for p in ranked if isinstance(p, Mapping)]
 
 
+def retrieval_measures(record: AnswerRecord) -> dict[tuple[str, str], float]:
+    """(stage, measure) -> the record's trec_eval measure (`ir/<stage>/<measure>` scores of
+    `rag.metrics.ir.RetrievalMeasures`), for the questions that have judgments."""
+    out = {}
+    for key, value in record.scores.items():
+        if key.startswith("ir/") and key.count("/") >= 2 and is_number(value):
+            _, stage, measure = key.split("/", 2)
+            out[(stage, measure)] = float(value)
+    return out
+
+
 # -- run metrics (metrics.json) -------------------------------------------------------------------------------
 def stage_seconds(metrics: Mapping[str, Any], stage: str) -> float | None:
     """Wall time the run spent in a stage (retrieve, rerank, generate, ...), summed over chunks."""

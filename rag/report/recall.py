@@ -1,4 +1,6 @@
-"""Fig. 4: gold-document recall@k per retriever and k, after retrieval and after rerank, from stored lists.
+"""Fig. 4: gold-document recall@k per retriever and k, after retrieval and after rerank, from stored lists; beside
+it, each run's trec_eval measures (`measure_rows`: nDCG@10, RR@10, AP... of `metrics.retrieval_measures`, per stage
+and split, with bootstrap intervals over questions).
 
 A run stores its ranked lists (`retrieved`: top retriever.k, `reranked`: after the reranker and the cut to
 rerank.k), so one run at depth k gives the whole curve 1..k. Cells that share a retriever (and a reranker over
@@ -14,7 +16,7 @@ from typing import Any
 
 import numpy as np
 
-from rag.report.data import SweepData, gold_doc_ids, ranked_doc_ids, record_hop, record_id
+from rag.report.data import SweepData, gold_doc_ids, ranked_doc_ids, record_hop, record_id, retrieval_measures
 from rag.report.stats import bootstrap_means
 
 #: split -> (hop of the questions, how a question with several gold documents counts as found)
@@ -104,6 +106,43 @@ def recall_curves(sweep: SweepData, n_boot: int = 200, seed: int = 0, confidence
                                           ks=list(range(1, depth + 1)), mean=mean.tolist(), lo=lo.tolist(),
                                           hi=hi.tolist(), n_questions=len(items), runs=group["runs"]))
     return curves
+
+
+def measure_rows(sweep: SweepData, n_boot: int = 200, seed: int = 0, confidence: float = 0.95
+                 ) -> list[dict[str, Any]]:
+    """One row per run, stage, split (all, single, multi) and trec_eval measure: the mean over the judged
+    questions (metrics.json's `ir/<stage>/<measure>/<split>`) and its percentile bootstrap interval."""
+    rows: list[dict[str, Any]] = []
+    for run in sweep.runs:
+        scored = [(record_hop(r), retrieval_measures(r)) for r in run.records]
+        names = list(dict.fromkeys(k for _, values in scored for k in values))
+        for stage in dict.fromkeys(s for s, _ in names):
+            measures = [m for s, m in names if s == stage]
+            for split in ("all", "single", "multi"):
+                items = [v for hop, v in scored if split in ("all", hop) and all((stage, m) in v for m in measures)]
+                if not items:
+                    continue
+                matrix = np.array([[v[(stage, m)] for m in measures] for v in items])
+                mean, lo, hi = bootstrap_means(matrix, n_boot=n_boot, seed=seed, confidence=confidence)
+                rows += [{"run": run.name, "stage": stage, "split": split, "measure": m, "value": round(float(a), 6),
+                          "lo": round(float(b), 6), "hi": round(float(c), 6), "n_questions": len(items)}
+                         for m, a, b, c in zip(measures, mean, lo, hi)]
+    return rows
+
+
+def measures_markdown(rows: list[dict[str, Any]]) -> str:
+    """The measure rows as one table: a line per run, stage and split, a column per measure (`value [lo, hi]`)."""
+    measures = list(dict.fromkeys(r["measure"] for r in rows))
+    lines = {}
+    for r in rows:
+        line = lines.setdefault((r["run"], r["stage"], r["split"]), {"n": r["n_questions"]})
+        line[r["measure"]] = f"{r['value']:.3f} [{r['lo']:.3f}, {r['hi']:.3f}]"
+    head = ["run", "stage", "split", "n", *measures]
+    out = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    for (run, stage, split), line in lines.items():
+        cells = [run.replace("|", "\\|"), stage, split, str(line["n"]), *(line.get(m, "") for m in measures)]
+        out.append("| " + " | ".join(cells) + " |")
+    return "\n".join(out) + "\n"
 
 
 def plot(curves: list[RecallCurve]):

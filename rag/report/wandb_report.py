@@ -38,6 +38,8 @@ def report_payload(sweep_dir: str | Path) -> dict[str, Any]:
         payload["report/table1_table"] = _table(report.tables["table1"])
     if report.tables.get("strategy_cost"):
         payload["report/strategy_cost_table"] = _table(report.tables["strategy_cost"])
+    if report.tables.get("retrieval_measures"):  # trec_eval measures beside Fig. 4
+        payload["report/retrieval_measures_table"] = _table(report.tables["retrieval_measures"])
     points = report.tables.get("recall_at_k") or []
     for stage, split in dict.fromkeys((p["stage"], p["split"]) for p in points):
         rows = [[p["k"], p["recall"], p["curve"]] for p in points if p["stage"] == stage and p["split"] == split]

@@ -23,6 +23,9 @@ from rag.metrics.registry import BUILTIN, KINDS, REGISTRY, MetricRegistry, Metri
     ("agreement/liverag/correctness/vital_strict/tau_b", "correlation", 0),
     ("agreement/liverag/correctness/vital_strict/n_runs", "counter", 0),
     ("n_questions", "counter", 0), ("n_multi", "counter", 0),
+    ("ir/retrieval/nDCG@10/all", "per_answer", 1), ("ir/rerank/RR@10/multi", "per_answer", 1),
+    ("ir/retrieval/P(rel=2)@5/single", "per_answer", 1), ("ir/rerank/NumRet/all", "counter", 0),
+    ("ir/retrieval/ERR_IA@20/all", "per_answer", 1),
 ])
 def test_known_names_resolve(name, kind, direction):
     assert REGISTRY.kind(name) == kind

@@ -77,3 +77,26 @@ def test_latency_file_must_be_a_benchmark_result(tmp_path):
     path.write_text(json.dumps({"something": 1}))
     with pytest.raises(DataError, match="not a latency_at_k result"):
         read_latency(path)
+
+
+def test_retrieval_measures_beside_fig4_are_the_runs_own_means(tmp_path):
+    """The report's trec_eval table (beside Fig. 4) averages the records' ir/ scores as metrics.json does."""
+    from rag.folders import RunFolder
+    from rag.records import AnswerRecord
+    from rag.report.build import build_report
+
+    values = {"q1": ("single", 1.0, 0.5), "q2": ("multi", 0.25, 0.0), "q3": ("multi", 0.5, 1.0), "q4": ("single", None, None)}
+    records = [AnswerRecord(id=q, question=q, hop=hop, gold_doc_ids=["d"] if a is not None else [],
+                            scores={} if a is None else {"ir/retrieval/nDCG@10": a, "ir/retrieval/AP": b})
+               for q, (hop, a, b) in values.items()]
+    folder = RunFolder(tmp_path / "run")
+    folder.finish(records, {"n_questions": 4}, {"retriever": {"k": 10}})
+    report = build_report(folder.dir, formats=("png",), n_boot=50)
+    rows = {(r["stage"], r["split"], r["measure"]): r for r in report.tables["retrieval_measures"]}
+    assert rows[("retrieval", "all", "nDCG@10")]["value"] == pytest.approx((1.0 + 0.25 + 0.5) / 3)
+    assert rows[("retrieval", "multi", "AP")]["value"] == 0.5 and rows[("retrieval", "single", "AP")]["n_questions"] == 1
+    assert rows[("retrieval", "all", "AP")]["lo"] <= 0.5 <= rows[("retrieval", "all", "AP")]["hi"]
+    markdown = (folder.dir / "report" / "report.md").read_text()
+    fig4 = markdown.split("## Fig. 4")[1].split("## Fig. 5")[0]
+    assert "| run | stage | split | n | nDCG@10 | AP |" in fig4 and "| retrieval | multi | 2 | 0.375 [" in fig4
+    assert (folder.dir / "report" / "retrieval_measures.csv").is_file()

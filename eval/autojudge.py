@@ -1,0 +1,68 @@
+"""Each evaluation's system ranking as a TREC AutoJudge leaderboard file, so `autojudge-evaluate` compares our
+judges with anyone's (and anyone's with ours).
+
+    python -m eval.summary SWEEP --no-wandb --leaderboards      # writes SWEEP/leaderboards/<evaluation>.txt
+
+A leaderboard holds one evaluation over the sweep's complete cells (the systems): a line `run_id measure topic_id
+value` per cell and topic with a value, and a line with topic `all` per cell holding the mean of its topics, the
+format autojudge-evaluate reads as `tot` (`--eval-format tot`; its loader `autojudge_evaluate.eval_results.load`).
+The run id is the cell's name, the measure the evaluation's name (`judge/liverag/correctness`,
+`nuggets/vital_strict`, `scores/ir/retrieval/nDCG@10`...); which evaluations: every per-answer one present in all
+cells (`eval.agreement.present_evaluations`), or those matching the given glob patterns.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import math
+from collections.abc import Sequence
+from pathlib import Path
+
+from rag.core.hashing import slug
+from rag.core.io import atomic_write_text
+from rag.sweep.cells import load_sweep
+
+#: the folder in the sweep that holds the files
+LEADERBOARD_DIR = "leaderboards"
+#: AutoJudge's topic id of a run's aggregate row
+ALL_TOPICS = "all"
+
+
+def _token(text: str) -> str:
+    """A whitespace-free field (the format splits on whitespace)."""
+    return "_".join(str(text).split()) or "_"
+
+
+def leaderboard_lines(runs: Sequence, evaluation: str) -> list[str]:
+    """`run_id measure topic_id value` per run and topic with a value, then the run's `all` row (their mean)."""
+    lines: list[str] = []
+    measure = _token(evaluation)
+    for run in runs:
+        values = {topic: v[evaluation] for topic, v in run.topics.items()
+                  if isinstance(v.get(evaluation), (int, float)) and math.isfinite(v[evaluation])}
+        if not values:
+            continue
+        run_id = _token(run.name)
+        lines += [f"{run_id} {measure} {_token(topic)} {value!r}" for topic, value in values.items()]
+        lines.append(f"{run_id} {measure} {ALL_TOPICS} {sum(values.values()) / len(values)!r}")
+    return lines
+
+
+def write_leaderboards(sweep_dir: str | Path, patterns: Sequence[str] = (), out_dir: str | Path | None = None
+                       ) -> dict[str, Path]:
+    """One leaderboard file per evaluation of the sweep's complete cells (evaluation -> file), atomically."""
+    from eval.agreement import evaluation_kind, load_run, present_evaluations
+
+    sweep = load_sweep(sweep_dir)
+    runs = [load_run(c.dir, c.name) for c in sweep.cells if c.complete and c.run.has_answers]
+    names = [e for e in present_evaluations(runs) if evaluation_kind(e) in (None, "per_answer")]
+    if patterns:
+        names = [e for e in names if any(fnmatch.fnmatchcase(e, p) for p in patterns)]
+    out = Path(out_dir) if out_dir else sweep.dir / LEADERBOARD_DIR
+    written: dict[str, Path] = {}
+    for evaluation in names:
+        lines = leaderboard_lines(runs, evaluation)
+        if lines:
+            written[evaluation] = out / f"{slug(evaluation.replace('/', '-'))}.txt"
+            atomic_write_text(written[evaluation], "\n".join(lines) + "\n")
+    return written
