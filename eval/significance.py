@@ -369,16 +369,19 @@ def marks(sig: Significance, best: Mapping[str, Sequence[str]]) -> dict[str, dic
 
 def smallest_differences(sig: Significance) -> dict[str, dict[str, float]]:
     """Per column: the MDD at the median n of its comparisons with the pooled sd of their paired differences
-    (root mean square of the pairs' sds), at alpha and power of the settings (`min_detectable_difference`)."""
+    (root mean square of the pairs' sds), at alpha and power of the settings (`min_detectable_difference`). Pairs
+    that score every question alike (sd 0) are left out of the pool; a column of only such pairs has no MDD."""
     out: dict[str, dict[str, float]] = {}
     for column in sig.columns:
         found = [c.result for c in sig.comparisons if c.column == column and c.result.n >= 2
                  and not math.isnan(c.result.sd_difference)]
+        varying = [r for r in found if r.sd_difference > 0]
         if not found:
             continue
-        n = int(np.median([r.n for r in found]))
-        sd = float(np.sqrt(np.mean([r.sd_difference ** 2 for r in found])))
-        out[column] = {"n": n, "sd_difference": sd, "pairs": len(found),
+        pool = varying or found
+        n = int(np.median([r.n for r in pool]))
+        sd = float(np.sqrt(np.mean([r.sd_difference ** 2 for r in pool])))
+        out[column] = {"n": n, "sd_difference": sd, "pairs": len(varying), "alike": len(found) - len(varying),
                        "mdd": min_detectable_difference(sd, n, sig.settings.alpha, sig.settings.power)}
     return out
 
@@ -492,7 +495,12 @@ def markdown(sig: Significance) -> str:
                   f"questions and the pooled sd of the observed paired differences (root mean square over the "
                   f"compared pairs; d_z from the noncentral t, statsmodels TTestPower).", ""]
         for column, m in sig.mdd.items():
-            if column.endswith("/all"):
+            if not column.endswith("/all"):
+                continue
+            if math.isnan(m["mdd"]):
+                lines.append(f"- {column.removesuffix('/all')}: the compared cells score each of the {m['n']} "
+                             f"questions alike: no spread of paired differences to estimate it from")
+            else:
                 lines.append(f"- {column.removesuffix('/all')}: with {m['n']} questions, differences below "
                              f"{_fmt(m['mdd'])} cannot be told from noise (sd of paired differences "
                              f"{_fmt(m['sd_difference'])} over {m['pairs']} pairs)")

@@ -176,11 +176,10 @@ def adjust_pvalues(pvalues: Sequence[float], method: str = "holm") -> list[float
 def min_detectable_difference(sd_difference: float, n: int, alpha: float = 0.05, power: float = 0.8) -> float:
     """The smallest mean paired difference a two-sided paired t-test at `alpha` detects with probability `power`
     over `n` questions whose differences have standard deviation `sd_difference`: d_z from the noncentral t
-    distribution (statsmodels' TTestPower) times `sd_difference`. NaN for n < 2 or an undefined sd."""
-    if n < 2 or sd_difference is None or math.isnan(sd_difference):
+    distribution (statsmodels' TTestPower) times `sd_difference`. NaN for n < 2 or an sd that is undefined or 0
+    (scores that never vary give no noise to measure a difference against)."""
+    if n < 2 or sd_difference is None or math.isnan(sd_difference) or sd_difference == 0:
         return math.nan
-    if sd_difference == 0:
-        return 0.0
     from statsmodels.stats.power import TTestPower
 
     d_z = TTestPower().solve_power(effect_size=None, nobs=n, alpha=alpha, power=power, alternative="two-sided")
@@ -208,6 +207,26 @@ def single_run_sensitivity(values: Sequence[float], alpha: float = 0.05, power: 
     sd_diff = math.sqrt(2) * sd if n >= 2 else math.nan
     return SingleRunSensitivity(n, float(x.mean()) if n else math.nan, sd, sd_diff,
                                 min_detectable_difference(sd_diff, n, alpha, power))
+
+
+def sensitivity_text(values: dict[str, Sequence[float]], alpha: float = 0.05, power: float = 0.8) -> str:
+    """What `python -m rag.main` prints under a run's metrics: per metric (name -> per-question values), the
+    smallest difference from another system this many questions can see (`single_run_sensitivity`)."""
+    found = {name: single_run_sensitivity(v, alpha, power) for name, v in values.items() if len(v) >= 2}
+    if not found:
+        return ""
+    lines = [f"Smallest visible difference (minimum detectable difference of a paired t-test, alpha {alpha} "
+             f"two-sided, power {power}, against a second system on the same questions whose per-question scores "
+             f"have this run's variance and are uncorrelated with it, so the sd of the differences is sqrt(2) x "
+             f"this run's sd; systems that agree question by question can tell smaller differences apart):"]
+    for name, s in found.items():
+        if math.isnan(s.mdd):
+            lines.append(f"  {name}: every one of the {s.n} questions scores {s.mean:.3g}: no variance to estimate "
+                         f"it from")
+        else:
+            lines.append(f"  {name}: with {s.n} questions, differences below {s.mdd:.3g} cannot be told from noise "
+                         f"(mean {s.mean:.3g}, sd {s.sd:.3g})")
+    return "\n".join(lines)
 
 
 # -- self-agreement of repeated judgements --------------------------------------------------------------------
