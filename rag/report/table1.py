@@ -95,6 +95,8 @@ def _cell(row: Table1Row, name: str, value: int) -> str:
     share, lo, hi = row.shares.get((name, value), (math.nan, math.nan, math.nan))
     if math.isnan(share):
         return "-"
+    if math.isnan(lo):  # one answer: a bootstrap has no spread (rag.report.stats.bootstrap_means)
+        return f"{100 * share:.1f} [no interval: {row.n.get(name, 0)} answer]"
     return f"{100 * share:.1f} [{100 * lo:.0f}, {100 * hi:.0f}]"
 
 
