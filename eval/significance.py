@@ -474,12 +474,21 @@ def markdown(sig: Significance) -> str:
     """The section under the summary's tables: the tied groups and the smallest visible differences."""
     lines = ["## Which differences are real", "", caption(sig), ""]
     if sig.baseline is None and sig.marks:
-        lines += ["| column | best | statistically tied with the best |", "|---|---|---|"]
+        alike, table = [], []
         for column, group in sig.marks.items():
-            if column.endswith("/all"):
-                tied = ", ".join(sig.label(c) for c in group["tied"]) or "none (significantly better than all)"
-                lines.append(f"| {column} | {', '.join(sig.label(c) for c in group['best'])} | {tied} |")
-        lines += ["", "Single- and multi-hop columns are tested too (`significance.csv`, `significance.json`).", ""]
+            if not column.endswith("/all"):
+                continue
+            if len(group["best"]) + len(group["tied"]) == len(sig.cells):
+                alike.append(column.removesuffix("/all"))
+                continue
+            tied = ", ".join(sig.label(c) for c in group["tied"]) or "none: significantly better than every other cell"
+            table.append(f"| {column} | {', '.join(sig.label(c) for c in group['best'])} | {tied} |")
+        if table:
+            lines += ["| column | best | statistically tied with the best |", "|---|---|---|", *table, ""]
+        if alike:
+            lines += [f"Every cell statistically tied with the best (no difference the tests can tell): "
+                      f"{', '.join(alike)}.", ""]
+        lines += ["Single- and multi-hop columns are tested too (`significance.csv`, `significance.json`).", ""]
     noisy = [c for c in sig.comparisons if c.within_judge_noise and c.split == "all"]
     if noisy:
         lines += [f"Within the judges' own noise ({len(noisy)} comparisons, split all): the difference is smaller "
