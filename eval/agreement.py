@@ -341,7 +341,7 @@ class PairAgreement:
                 "tau_ap_b": self.tau_ap_b, "tau_ap_b_lo": self.tau_ap_b_ci[0], "tau_ap_b_hi": self.tau_ap_b_ci[1],
                 "tau_topic": self.tau_topic, "tau_topic_lo": self.tau_topic_ci[0],
                 "tau_topic_hi": self.tau_topic_ci[1], "n_topics_defined": self.n_topics_defined,
-                "reference_ties": self.reference_ties, "reason": self.reason, "ci_note": self.ci_reason}
+                "reference_ties": self.reference_ties, "ci_note": self.ci_reason, "reason": self.reason}
 
 
 def _ci(samples: Sequence[float], confidence: float) -> tuple[float, float]:
