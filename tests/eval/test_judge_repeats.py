@@ -15,7 +15,9 @@ from rag.judge.repeats import REPEAT_SEED_STRIDE, ReseededEngine
 from rag.judge.run import repeat_settings
 from rag.llm.asking import retry_params
 from rag.llm.base import LLMRequest, SamplingParams
+from rag.preflight import check_config
 from tests.cluster.helpers import rag_env, rag_main
+from tests.conftest import compose_config
 
 
 def test_repeat_requests_move_the_seed_and_keep_retries_apart():
@@ -32,6 +34,9 @@ def test_repeat_requests_move_the_seed_and_keep_retries_apart():
         repeat_settings({"repeats": 0})
     with pytest.raises(ConfigError, match=r"judge.repeat_temperature=-1"):
         repeat_settings({"repeats": 2, "repeat_temperature": -1})
+    # said before any work, with the other config problems
+    problems = check_config(compose_config(["judge=[liverag]", "judge.repeats=0"]))
+    assert "judge.repeats=0: a whole number of judgements per answer, at least 1" in problems
 
 
 ARGS = ["dataset=liverag_dev", "dataset.limit=2", "retriever=bm25", "retriever.k=5", "rerank.k=1",
