@@ -4,10 +4,13 @@ Usage: `python benchmarks/paired_f1.py --a SRC [SRC ...] --b SRC [SRC ...] [--na
 [--json out.json] [--export DIR]` (or the two-run form `paired_f1.py RUN_A RUN_B`). A source is a run folder with an
 answers.jsonl whose records carry `scores.f1`, or a JSONL file of such records; several sources on one side are
 joined by question id (slices of one benchmark run with `dataset.offset`, some of them committed under
-benchmarks/results/). For all questions and by hop (single, multi): the mean F1 of each side, the mean
-per-question difference A - B with a percentile bootstrap CI over questions (one set of resamples,
-rag.report.stats), wins / ties / losses of A, and the two-sided Wilcoxon signed-rank p-value of the differences
-(scipy; ties dropped). `--export DIR` writes each side's per-question F1 as `DIR/<name>.jsonl` (id, hop,
+benchmarks/results/). For all questions and by hop (single, multi), from the sweep summary's own paired test
+(`rag.metrics.stats.paired_comparison`): the mean F1 of each side, the mean per-question difference A - B with a
+paired percentile bootstrap 95% interval over questions, the two-sided p of the paired randomization test
+(seeded; exact when 2^k swaps of the k differing questions fit in the resamples), the paired effect size d_z and
+the minimum detectable difference at this n (alpha 0.05, power 0.8); plus wins / ties / losses of A. The
+splits are not corrected for multiple comparisons (three looks at one pair; `python -m eval.summary` corrects a
+sweep's). `--export DIR` writes each side's per-question F1 as `DIR/<name>.jsonl` (id, hop,
 scores.f1), small enough to keep beside the figures they back. Used by benchmarks/llm_compare.sh to compare two
 models on the same questions and passages: a 20-question gap can be noise, and this says how much of it is.
 """
@@ -25,7 +28,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from rag.core.io import atomic_write_jsonl, iter_jsonl_numbered  # noqa: E402
-from rag.report.stats import bootstrap_means  # noqa: E402
+from rag.metrics.stats import paired_comparison  # noqa: E402
 
 
 def f1_by_id(source: Path) -> dict[str, tuple[str, float]]:
@@ -60,36 +63,44 @@ def export(scores: dict[str, tuple[str, float]], path: Path) -> None:
     atomic_write_jsonl(path, [{"id": q, "hop": hop, "scores": {"f1": f1}} for q, (hop, f1) in sorted(scores.items())])
 
 
-def compare(a: dict[str, tuple[str, float]], b: dict[str, tuple[str, float]], n_boot: int, seed: int = 0) -> dict:
-    from scipy.stats import wilcoxon
+def _round(value: float, digits: int) -> float | None:
+    return None if np.isnan(value) else round(value, digits)
 
+
+def compare(a: dict[str, tuple[str, float]], b: dict[str, tuple[str, float]], n_boot: int, seed: int = 0,
+            permutations: int = 10000) -> dict:
     shared = sorted(set(a) & set(b))
     out: dict = {"questions_a": len(a), "questions_b": len(b), "shared": len(shared)}
     for split in ("all", "single", "multi"):
         ids = [q for q in shared if split == "all" or a[q][0] == split]
         if not ids:
             continue
-        pairs = np.array([[a[q][1], b[q][1], a[q][1] - b[q][1]] for q in ids])
-        mean, low, high = bootstrap_means(pairs, n_boot=n_boot, seed=seed)
-        diff = pairs[:, 2]
-        nonzero = diff[diff != 0]
-        p = float(wilcoxon(nonzero).pvalue) if len(nonzero) >= 2 else float("nan")
-        out[split] = {"n": len(ids), "f1_a": round(mean[0], 4), "f1_b": round(mean[1], 4),
-                      "difference": round(mean[2], 4), "ci95": [round(low[2], 4), round(high[2], 4)],
+        r = paired_comparison([a[q][1] for q in ids], [b[q][1] for q in ids], permutations=permutations,
+                              bootstrap=n_boot, seed=seed)
+        diff = np.array([a[q][1] - b[q][1] for q in ids])
+        out[split] = {"n": r.n, "f1_a": round(r.mean_a, 4), "f1_b": round(r.mean_b, 4),
+                      "difference": round(r.difference, 4),
+                      "ci95": [_round(r.interval.low, 4), _round(r.interval.high, 4)],
+                      "ci_note": r.interval.reason,
                       "wins_ties_losses": [int((diff > 0).sum()), int((diff == 0).sum()), int((diff < 0).sum())],
-                      "wilcoxon_p": round(p, 5)}
+                      "p_randomization": round(r.p_value, 5), "test": r.test,
+                      "effect_size_dz": _round(r.effect_size, 4), "mdd": _round(r.mdd, 4)}
     return out
 
 
 def to_markdown(result: dict, name_a: str, name_b: str) -> str:
     lines = [f"| questions | F1 {name_a} | F1 {name_b} | difference (95% CI) | {name_a} wins / ties / losses "
-             "| Wilcoxon p |", "|---|---|---|---|---|---|"]
+             "| randomization p | d_z | MDD |", "|---|---|---|---|---|---|---|---|"]
     for split in ("all", "single", "multi"):
         if split in result:
             r = result[split]
             w, t, lo = r["wins_ties_losses"]
+            ci = f"({r['ci95'][0]:+.3f}, {r['ci95'][1]:+.3f})" if r["ci95"][0] is not None else \
+                f"(no interval: {r['ci_note']})"
+            dz = "-" if r["effect_size_dz"] is None else f"{r['effect_size_dz']:+.2f}"
+            mdd = "-" if r["mdd"] is None else f"{r['mdd']:.3f}"
             lines.append(f"| {split} ({r['n']}) | {r['f1_a']:.3f} | {r['f1_b']:.3f} | {r['difference']:+.3f} "
-                         f"({r['ci95'][0]:+.3f}, {r['ci95'][1]:+.3f}) | {w} / {t} / {lo} | {r['wilcoxon_p']:.3g} |")
+                         f"{ci} | {w} / {t} / {lo} | {r['p_randomization']:.3g} | {dz} | {mdd} |")
     return "\n".join(lines)
 
 

@@ -47,6 +47,7 @@ from rag.core.io import atomic_write_text
 from rag.folders import RunFolder
 from rag.judge.run import declare_saved_specs
 from rag.metrics.registry import REGISTRY
+from rag.metrics.stats import too_few_units
 from rag.records import result_values
 
 log = logging.getLogger(__name__)
@@ -325,6 +326,8 @@ class PairAgreement:
     reference_ties: bool = False
     #: why the run-level tau is undefined ("" when it is defined)
     reason: str = ""
+    #: why no bootstrap interval exists (`rag.metrics.stats.too_few_units`: one topic), "" when intervals exist
+    ci_reason: str = ""
 
     @property
     def candidate(self) -> str:
@@ -338,7 +341,7 @@ class PairAgreement:
                 "tau_ap_b": self.tau_ap_b, "tau_ap_b_lo": self.tau_ap_b_ci[0], "tau_ap_b_hi": self.tau_ap_b_ci[1],
                 "tau_topic": self.tau_topic, "tau_topic_lo": self.tau_topic_ci[0],
                 "tau_topic_hi": self.tau_topic_ci[1], "n_topics_defined": self.n_topics_defined,
-                "reference_ties": self.reference_ties, "reason": self.reason}
+                "reference_ties": self.reference_ties, "ci_note": self.ci_reason, "reason": self.reason}
 
 
 def _ci(samples: Sequence[float], confidence: float) -> tuple[float, float]:
@@ -402,6 +405,9 @@ def pair_agreement(runs: Sequence[Run], a: str, b: str, n_boot: int = 1000, seed
     if run_level:
         out.tau_b, out.tau_ap_a, out.tau_ap_b = _run_level(out, ma, mb)
         out.reference_ties = math.isnan(out.tau_ap_a)
+    out.ci_reason = too_few_units(len(topics), "topic")
+    if out.ci_reason:  # one topic resampled gives the same tau every time: no interval, and the reason
+        return out
     rng = np.random.default_rng(seed)
     boot: list[tuple[float, float, float]] = []
     boot_topic = []
@@ -518,6 +524,8 @@ def _fmt(value: float | None) -> str:
 def _with_ci(value: float, ci: tuple[float, float]) -> str:
     if math.isnan(value):
         return "NaN"
+    if math.isnan(ci[0]) or math.isnan(ci[1]):
+        return f"{_fmt(value)} [no interval]"
     return f"{_fmt(value)} [{_fmt(ci[0])}, {_fmt(ci[1])}]"
 
 
@@ -579,6 +587,9 @@ def matrix_markdown(agreement: Agreement, heading: str = "##") -> str:
         lines += [f"Undefined ({len(undefined)} of {len(agreement.matrix_pairs)} cells):", ""]
         lines += [f"- {short(p.a)} x {short(p.b)}: {p.reason}" for p in undefined]
         lines.append("")
+    no_interval = sorted({p.ci_reason for p in agreement.matrix_pairs if p.ci_reason})
+    if no_interval:
+        lines += [f"No bootstrap intervals: {'; '.join(no_interval)}.", ""]
     tied = [p for p in agreement.matrix_pairs if p.reference_ties]
     if tied:
         lines += [f"tau_ap_a undefined in {len(tied)} of {len(agreement.matrix_pairs)} cells: the reference's run "
@@ -600,7 +611,8 @@ def to_markdown(agreement: Agreement) -> str:
                   "tau_ap_b | tau per topic | reason |", "|---|---|---|---|---|---|---|---|---|---|"]
         lines += [f"| {p.a} | {p.b} | {p.reference} | {p.n_runs} | {p.n_topics} ({p.n_topics_dropped}) | "
                   f"{_with_ci(p.tau_b, p.tau_b_ci)} | {_with_ci(p.tau_ap_a, p.tau_ap_a_ci)} | "
-                  f"{_with_ci(p.tau_ap_b, p.tau_ap_b_ci)} | {_with_ci(p.tau_topic, p.tau_topic_ci)} | {p.reason} |"
+                  f"{_with_ci(p.tau_ap_b, p.tau_ap_b_ci)} | {_with_ci(p.tau_topic, p.tau_topic_ci)} | "
+                  f"{'; '.join(r for r in (p.reason, p.ci_reason) if r)} |"
                   for p in extra]
         lines.append("")
     lines.append("Every pair, with per-topic tau: `agreement.csv`.")

@@ -113,6 +113,19 @@ class PromptJudge(Judge):
             values = next(list(m.values()) for t, m in self.numeric.values() if t == field)
         return min(values), max(values)
 
+    def measurement(self, evaluation: str) -> tuple[str, list[float] | None]:
+        """Integer scales (LiveRAG correctness -1..2, faithfulness -1..1) and label fields mapped to numbers
+        (CRAG's grades) are ordered categories: ordinal, over the scale's values (a two-valued scale: nominal,
+        where every level agrees)."""
+        field = evaluation.removeprefix(f"judge/{self.name}/")
+        if field in self.fields and field in self.int_fields():
+            values = sorted(float(v) for v in self.fields[field])
+        else:
+            values = next((sorted(set(m.values())) for t, m in self.numeric.values() if t == field), [])
+        if not values:
+            return super().measurement(evaluation)
+        return ("nominal" if len(values) <= 2 else "ordinal"), values
+
     def schema(self) -> dict[str, Any]:
         """JSON schema with `enum` for every scored field: llama.cpp grammars ignore minimum/maximum.
 

@@ -12,7 +12,8 @@ paper reports them:
 
 Every coefficient gets a 95% percentile bootstrap interval over topics (resampled with replacement, seeded). A
 resample where a coefficient is undefined (a constant side) is left out of its interval; when that leaves fewer than
-95% of the resamples, the row's note says so, as it names coefficients undefined on the data itself.
+95% of the resamples, the row's note says so, as it names coefficients undefined on the data itself. Over one topic
+a bootstrap has no spread: no interval, and the note says why.
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ import numpy as np
 from scipy.stats import spearmanr
 
 from eval.agreement import kendall_tau, tau_ap_b
+from rag.metrics.stats import percentile_interval, too_few_units
 
 Cells = Mapping[tuple[str, str], float]
 NAN2 = (math.nan, math.nan)
@@ -110,9 +112,10 @@ def _pooled(judge: np.ndarray, human: np.ndarray) -> dict[str, float]:
     return {"tau_b": kendall_tau(human[both], judge[both]), "spearman": spearman(human[both], judge[both])}
 
 
-def _ci(samples: list[float]) -> tuple[float, float]:
-    values = np.asarray([s for s in samples if not math.isnan(s)], dtype=float)
-    return (float(np.quantile(values, 0.025)), float(np.quantile(values, 0.975))) if len(values) else NAN2
+def _ci(samples: list[float], n_topics: int) -> tuple[float, float]:
+    """95% percentile interval over topic resamples; none over fewer than two topics (`too_few_units`)."""
+    interval = percentile_interval(samples, n_topics, "topic")
+    return (interval.low, interval.high) if interval.defined else NAN2
 
 
 #: below this share of resamples where a coefficient is defined, its interval is flagged in the row's note
@@ -147,10 +150,14 @@ def leaderboard_correlation(evaluation: str, reference: str, judge: Cells, human
     rng = np.random.default_rng(seed)
     samples = [rng.integers(0, len(topics), len(topics)) for _ in range(n_boot)] if topics else []
 
+    no_interval = too_few_units(len(topics), "topic")
+
     def row(level: str, values: dict[str, float], boot: list[dict[str, float]], reason: str) -> LeaderboardRow:
-        intervals = {name: _ci([b[name] for b in boot]) for name in values}
-        return LeaderboardRow(evaluation, reference, level, len(systems), len(topics), values, intervals,
-                              _note(values, boot, reason))
+        intervals = {name: _ci([b[name] for b in boot], len(topics)) for name in values}
+        note = _note(values, [] if no_interval else boot, reason)
+        if no_interval and any(not math.isnan(v) for v in values.values()):  # a value, but no interval: say why
+            note = "; ".join(n for n in (note, f"no interval: {no_interval}") if n)
+        return LeaderboardRow(evaluation, reference, level, len(systems), len(topics), values, intervals, note)
 
     taus = _per_topic(mj, mh)
     return [row("run", _run_level(mj, mh, k), [_run_level(mj[:, idx], mh[:, idx], k) for idx in samples],

@@ -71,8 +71,9 @@ def run_cache_dir(cfg: DictConfig, run_dir: Path) -> Path:
 
 
 def _stale(key: str, judges: list[Judge]) -> bool:
-    """Old metrics of a judge that runs again (under its prefix), and the old evaluation cost."""
-    return key.startswith(("eval/", *(j.metric_prefix for j in judges)))
+    """Old metrics of a judge that runs again (under its prefix, and its judge noise `noise/<prefix>...`), and
+    the old evaluation cost."""
+    return key.startswith(("eval/", *(j.metric_prefix for j in judges), *(f"noise/{j.metric_prefix}" for j in judges)))
 
 
 def rejudge(cfg: DictConfig, factory: EngineFactory | None = None) -> dict[str, Any]:

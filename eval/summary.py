@@ -5,7 +5,9 @@
 Also runs automatically at the end of every multirun (`eval.sweep_callback.SweepSummaryCallback`). Writes, in
 the sweep folder and atomically: `summary.md` (led by the judge x nugget-metric agreement matrix when the cells
 were judged, then the quality and cost metrics with the best value of each column in bold), `summary.csv`
-(every metric), `best.csv`, and `agreement.csv` (every pair) / `agreement.md` / `agreement.png` (heatmap).
+(every metric), `best.csv`, `agreement.csv` (every pair) / `agreement.md` / `agreement.png` (heatmap), and
+`significance.csv` / `significance.json`: paired tests between the cells (`eval.significance`), whose
+"statistically tied with the best" groups are what summary.md bolds in the per-answer quality columns.
 Each metric keeps its own column (`recall/rerank@5` and `@20` are different metrics); what is ranked, and in
 which direction, comes from the metric registry (`rag.metrics.registry`): quality up, cost down, and bookkeeping
 (cache hits, question counts, distributions) never "best". The
@@ -26,6 +28,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from rag.core.errors import ConfigError
 from rag.core.hashing import stable_hash
 from rag.core.io import atomic_write_json, atomic_write_text
 from rag.judge.run import declare_saved_specs
@@ -68,6 +71,8 @@ class SweepSummary:
     agreement: Any = None
     #: why no agreement table: the cells were scored against different nugget sets (`eval.agreement`'s one line)
     agreement_refused: str | None = None
+    #: eval.significance.Significance when computed (paired tests between the cells, the tied-with-best marks)
+    significance: Any = None
     files: dict[str, Path] = field(default_factory=dict)
 
     @property
@@ -272,15 +277,19 @@ def to_markdown(summary: SweepSummary) -> str:
             lines += [matrix.rstrip(), "", "Every pair, with per-topic tau: `agreement.csv`.", ""]
     lines += ["## Cells", "", "Best value per metric in **bold** (max for quality, min for cost; each column on its "
               "own, so different cut-offs are never compared).", ""]
+    if summary.significance is not None:  # which bold is real: the tied-with-best groups (eval.significance)
+        from eval.significance import caption
+
+        lines[-2] = caption(summary.significance)
     header = ["#", "status", *summary.swept, *shown]
     lines.append("| " + " | ".join(_md_escape(h) for h in header) + " |")
     lines.append("|" + "---|" * len(header))
     for index, row in enumerate(summary.rows):
-        cells = [str(index), row["status"], *(_md_escape(str(row[k])) for k in summary.swept)]
+        baseline = summary.significance is not None and summary.significance.baseline == row["cell"]
+        cells = [f"{index} (baseline)" if baseline else str(index), row["status"],
+                 *(_md_escape(str(row[k])) for k in summary.swept)]
         for metric in shown:
-            text = _fmt(row.get(metric))
-            best = summary.best.get(metric)
-            cells.append(f"**{text}**" if best and text and row["cell"] in best.cells else text)
+            cells.append(_marked(summary, metric, row["cell"], _fmt(row.get(metric))))
         lines.append("| " + " | ".join(cells) + " |")
     labels = {row["cell"]: f"#{i} " + " ".join(f"{k}={row[k]}" for k in summary.swept)
               for i, row in enumerate(summary.rows)}
@@ -289,7 +298,45 @@ def to_markdown(summary: SweepSummary) -> str:
         names = ", ".join(_md_escape(labels.get(c, c).strip()) for c in best.cells)
         lines.append(f"| {_md_escape(best.metric)} | {'max' if best.direction > 0 else 'min'} | "
                      f"{_fmt(best.value)} | {names} |")
+    if summary.significance is not None:
+        from eval.significance import markdown as significance_markdown
+
+        lines += ["", significance_markdown(summary.significance).rstrip()]
     return "\n".join(lines) + "\n"
+
+
+def _marked(summary: SweepSummary, metric: str, cell: str, text: str) -> str:
+    """A summary.md cell: bold for the tied-with-best group of a tested column (`eval.significance`), ▲/▼
+    against a baseline; the best value in bold where the column was not tested."""
+    from eval.significance import mark
+
+    how = mark(summary.significance, metric, cell)
+    if not text:
+        return text
+    if how is None:
+        best = summary.best.get(metric)
+        return f"**{text}**" if best and cell in best.cells else text
+    return {"bold": f"**{text}**", "better": f"{text} ▲", "worse": f"{text} ▼"}.get(how, text)
+
+
+def add_significance(summary: SweepSummary, settings: Any = None) -> bool:
+    """Paired tests between the complete cells (`eval.significance`); the summary is written without them when
+    they fail (logged)."""
+    from eval.significance import Settings, compare_cells
+
+    if sum(r["status"] == "complete" for r in summary.rows) < 2:
+        return False
+    try:
+        config = settings if isinstance(settings, Settings) else Settings.from_mapping(settings)
+        best = {metric: b.cells for metric, b in summary.best.items()}
+        summary.significance = compare_cells(summary.sweep, config, best=best, swept=summary.swept)
+    except ConfigError as err:  # e.g. a baseline that names no cell: one line, the summary without the tests
+        log.error("no significance tests: %s", err)
+        return False
+    except Exception as err:  # noqa: BLE001 - the summary itself must still be written
+        log.warning("significance tests failed: %s", err)
+        return False
+    return True
 
 
 def write_files(summary: SweepSummary) -> dict[str, Path]:
@@ -318,6 +365,13 @@ def write_files(summary: SweepSummary) -> dict[str, Path]:
             png = heatmap_png(summary.agreement, root / "agreement.png")
             if png is not None:
                 files["agreement_png"] = png
+    if summary.significance is not None:
+        from eval.significance import write as write_significance
+
+        files.update(write_significance(summary.significance, root))
+    else:  # an earlier summary's tests would describe other cells
+        for name in ("significance.csv", "significance.json"):
+            (root / name).unlink(missing_ok=True)
     summary.files = files
     return files
 
@@ -384,6 +438,11 @@ def log_wandb(summary: SweepSummary, project: str = "ragtifier", entity: str | N
         if summary.agreement_csv:
             reader = list(csv.reader(io.StringIO(summary.agreement_csv)))
             payload["sweep/agreement"] = wandb.Table(columns=reader[0], data=reader[1:])
+        if summary.significance is not None:
+            from eval.significance import COLUMNS, rows
+
+            payload["sweep/significance"] = wandb.Table(columns=COLUMNS, allow_mixed_types=True, data=[
+                [r[c] for c in COLUMNS] for r in rows(summary.significance)])
         scalars: dict[str, Any] = {}
         if summary.agreement is not None:
             from eval.agreement import scalars as agreement_scalars
@@ -413,10 +472,12 @@ def log_wandb(summary: SweepSummary, project: str = "ragtifier", entity: str | N
 
 
 def summarize(sweep_dir: str | Path, wandb: bool | dict[str, Any] = True, agreement: Sequence[str] = (),
-              n_boot: int = 200, agreement_reference: str = "auto") -> SweepSummary:
-    """Collect, write the files, add agreement, and log to W&B (settings from the cells, or `wandb` itself)."""
+              n_boot: int = 200, agreement_reference: str = "auto", significance: Any = None) -> SweepSummary:
+    """Collect, write the files, add agreement and the paired tests (`significance`: eval.significance's
+    settings), and log to W&B (settings from the cells, or `wandb` itself)."""
     summary = collect(sweep_dir)
     add_agreement(summary, agreement, n_boot=n_boot, reference=agreement_reference)
+    add_significance(summary, significance)
     write_files(summary)
     if wandb:
         settings = wandb if isinstance(wandb, dict) else wandb_settings_from_sweep(summary.sweep)
@@ -441,14 +502,26 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--leaderboards", nargs="*", default=None, metavar="PATTERN",
                         help="also write each evaluation's TREC AutoJudge leaderboard (SWEEP/leaderboards/, "
                              "eval.autojudge); patterns: only the evaluations they match")
+    parser.add_argument("--compare", choices=("all_pairs", "baseline"), default="all_pairs",
+                        help="paired tests between every pair of cells, or the baseline against each other cell")
+    parser.add_argument("--baseline", nargs="*", default=[], help="the baseline cell's overrides, e.g. generator=simple")
+    parser.add_argument("--correction", choices=("holm", "bh"), default="holm",
+                        help="Holm-Bonferroni (family-wise) or Benjamini-Hochberg (false discovery rate), per metric")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
     wandb_arg: bool | dict[str, Any] = not args.no_wandb
     if wandb_arg and args.wandb_mode:
         settings = wandb_settings_from_sweep(load_sweep(args.sweep_dir)) or {"project": "ragtifier"}
         wandb_arg = {**settings, "mode": args.wandb_mode}
+    from eval.significance import Settings
+
+    try:
+        significance = Settings.from_mapping({"compare": args.compare, "baseline": args.baseline,
+                                              "correction": args.correction})
+    except ConfigError as err:
+        parser.error(str(err))
     summary = summarize(args.sweep_dir, wandb=wandb_arg, agreement=args.agreement, n_boot=args.bootstrap,
-                        agreement_reference=args.agreement_reference)
+                        agreement_reference=args.agreement_reference, significance=significance)
     print(to_markdown(summary))
     if args.leaderboards is not None:
         from eval.autojudge import write_leaderboards

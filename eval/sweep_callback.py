@@ -19,9 +19,11 @@ log = logging.getLogger(__name__)
 
 class SweepSummaryCallback(Callback):
     def __init__(self, enabled: bool = True, wandb: bool = True, agreement: list[str] | None = None,
-                 bootstrap: int = 200, agreement_reference: str = "auto"):
+                 bootstrap: int = 200, agreement_reference: str = "auto", significance: Any = None):
         # keep construction cheap: the callback is pickled into every submitit job
         self.enabled, self.wandb, self.bootstrap = enabled, wandb, bootstrap
+        #: eval.significance.Settings as a mapping (compare, baseline, correction, alpha, ...)
+        self.significance = dict(significance or {})
         self.agreement_reference = agreement_reference
         self.agreement = list(agreement or [])
 
@@ -41,7 +43,8 @@ class SweepSummaryCallback(Callback):
         sweep_dir = Path(str(config.hydra.sweep.dir))
         try:
             summary = summarize(sweep_dir, wandb=self._wandb_settings(config), agreement=self.agreement,
-                                n_boot=self.bootstrap, agreement_reference=self.agreement_reference)
+                                n_boot=self.bootstrap, agreement_reference=self.agreement_reference,
+                                significance=self.significance)
         except Exception:  # the cells' results are on disk already: never fail the sweep over its summary
             log.exception("sweep summary failed; rerun `python -m eval.summary %s`", sweep_dir)
             return

@@ -120,8 +120,24 @@ def main(cfg: DictConfig) -> float | None:
             raise  # launchers record a failed cell from the exception; SystemExit would leave no result
         sys.exit(2)
     print(f"\nRun folder: {run_dir}\n{format_metrics_table(metrics)}", flush=True)
+    print(run_sensitivity(run_dir), flush=True)
     objective = cfg.get("objective")
     return metrics.get(objective) if objective else None
+
+
+def run_sensitivity(run_dir: Path) -> str:
+    """The smallest difference this run's questions can tell apart, for token F1, EM and every judge's
+    per-answer values (`rag.metrics.stats.sensitivity_text`)."""
+    from rag.metrics.stats import sensitivity_text
+
+    values: dict[str, list[float]] = {}
+    for record in RunFolder(run_dir).records():
+        for key in ("f1", "em"):
+            if key in record.scores:
+                values.setdefault(f"answer/{key}", []).append(record.scores[key])
+        for name, value in record.judge_values().items():
+            values.setdefault(name, []).append(value)
+    return sensitivity_text(values)
 
 
 def _argv_for_hydra(argv: list[str]) -> list[str]:

@@ -79,6 +79,12 @@ class Judge(ABC):
         show), read from its stored result."""
         return result_values(self.name, record.judges.get(self.name))
 
+    def measurement(self, evaluation: str) -> tuple[str, list[float] | None]:
+        """The level of measurement of one of this judge's per-answer evaluations (nominal, ordinal, interval,
+        ratio) and its scale's values, for Krippendorff's alpha of repeated verdicts (`rag.judge.repeats`).
+        Default: interval, no fixed scale (continuous scores such as nugget shares)."""
+        return "interval", None
+
     def report(self, metrics: Mapping[str, Any]) -> str:
         """A Markdown section for `eval_report.md`."""
         return ""

@@ -19,6 +19,7 @@ from rag.core.components import build_component, component_nodes
 from rag.core.errors import ConfigError, DataError
 from rag.core.io import atomic_write_text
 from rag.judge.base import EvalContext, Judge
+from rag.judge.repeats import Noise, judge_noise, noise_report, repeat_judge
 from rag.llm.base import Usage
 from rag.llm.factory import EngineFactory, to_plain, usage_delta
 from rag.metrics.registry import REGISTRY
@@ -27,7 +28,7 @@ from rag.records import AnswerRecord
 log = logging.getLogger(__name__)
 
 #: keys of `cfg.judge` that are settings, not judges
-SETTINGS = ("llm", "report", "release_generator")
+SETTINGS = ("llm", "report", "release_generator", "repeats", "repeat_temperature")
 
 
 def judge_nodes(judge_cfg: Any) -> dict[str, dict[str, Any]]:
@@ -92,6 +93,8 @@ def evaluate_records(judge_cfg: Any, records: Sequence[AnswerRecord], run_dir: s
     ctx = EvalContext(run_dir=run_dir, cache_dir=cache_dir)
     before, cost_before, released_before = factory.usage(), factory.cost_usd(), factory.released
     metrics: dict[str, Any] = {}
+    repeats, temperature = repeat_settings(settings)
+    noise: list[Noise] = []
     try:
         for judge in judges:
             engine = None
@@ -100,6 +103,11 @@ def evaluate_records(judge_cfg: Any, records: Sequence[AnswerRecord], run_dir: s
             log.info("judge %s (%s) with %s on %d records", judge.name, type(judge).__name__,
                      engine.model if engine else "no LLM", len(records))
             metrics.update(judge.evaluate(records, engine, ctx))
+            if engine is not None and repeats > 1:  # judge noise: every answer judged again with other seeds
+                repeat_judge(judge, records, engine, ctx, repeats, temperature)
+                found = judge_noise(judge, records)
+                noise += found
+                metrics.update({k: v for n in found for k, v in n.metrics().items()})
         after, cost_after = factory.usage(), factory.cost_usd()
         used = _sum_usage([usage_delta(u, before.get(k, Usage())) for k, u in after.items()])
         metrics.update({"eval/llm_calls": used.calls, "eval/llm_retries": used.retries,
@@ -115,17 +123,34 @@ def evaluate_records(judge_cfg: Any, records: Sequence[AnswerRecord], run_dir: s
         if own:
             factory.close()
     if settings.get("report", True):
-        atomic_write_text(run_dir / "eval_report.md", markdown_report(metrics, judges))
+        atomic_write_text(run_dir / "eval_report.md", markdown_report(metrics, judges, noise))
     return metrics
 
 
-def markdown_report(metrics: Mapping[str, Any], judges: Sequence[Judge]) -> str:
-    """`eval_report.md`: each judge's own section, then what the evaluation cost."""
+def repeat_settings(settings: Mapping[str, Any]) -> tuple[int, float | None]:
+    """`judge.repeats` (1: no repeats) and `judge.repeat_temperature` (None: each judge's own), checked."""
+    repeats, temperature = settings.get("repeats", 1), settings.get("repeat_temperature")
+    if repeats is None:
+        repeats = 1
+    if isinstance(repeats, bool) or not isinstance(repeats, int) or repeats < 1:
+        raise ConfigError(f"judge.repeats={repeats!r}: a whole number of judgements per answer, at least 1")
+    if temperature is not None and (isinstance(temperature, bool) or not isinstance(temperature, (int, float))
+                                    or temperature < 0):
+        raise ConfigError(f"judge.repeat_temperature={temperature!r}: a sampling temperature >= 0, or null for "
+                          f"each judge's own")
+    return repeats, None if temperature is None else float(temperature)
+
+
+def markdown_report(metrics: Mapping[str, Any], judges: Sequence[Judge], noise: Sequence[Noise] = ()) -> str:
+    """`eval_report.md`: each judge's own section, the judges' noise when repeated, then what the evaluation
+    cost."""
     lines = ["# Evaluation report", ""]
     for judge in judges:
         section = judge.report(metrics)
         if section:
             lines += [section.rstrip(), ""]
+    if noise:
+        lines += [noise_report(noise).rstrip(), ""]
     lines += ["## Cost (apart from generation)", "",
               f"LLM calls: {metrics.get('eval/llm_calls')} (+{metrics.get('eval/llm_retries')} retried attempts, "
               f"{metrics.get('eval/llm_cache_hits')} from the response cache), tokens: "

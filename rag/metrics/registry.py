@@ -250,6 +250,14 @@ BUILTIN: tuple[MetricSpec, ...] = (
        metric="nugget_recall|nugget_density|sentence_novelty|relevant_sentences|citation_support"),
     _s("crucible/{count}", "counter", "Crucible evaluation bookkeeping", NONNEG,
        count="n_scored|uncited_answers|skipped|parse_failures"),
+    # -- judge noise (rag/judge/repeats.py, judge.repeats=N): <evaluation> is a judge's per-answer evaluation --
+    _s("noise/{evaluation}/alpha", "correlation", "Krippendorff's alpha of a judge's repeated verdicts on the same "
+       "answers (self-agreement)", (-1.0, 1.0), None, evaluation=r".+"),
+    _s("noise/{evaluation}/{stat}", "rate", "spread of a judge's repeated verdicts: mean per-answer sd, share of "
+       "answers whose verdict changed, sd of the run mean over repeats", NONNEG, None, evaluation=r".+",
+       stat="answer_sd|changed|run_mean_sd"),
+    _s("noise/{evaluation}/repeats", "counter", "judgements per answer (judge.repeats)", NONNEG, None,
+       evaluation=r".+"),
     # -- agreement (the sweep summary's W&B run) --
     _s("agreement/{judge}/{field}/{nugget}/{stat}", "correlation", "Kendall tau-b / tau_ap_a (the key names its "
        "reference side) / tau_ap_b (and CI bounds) "

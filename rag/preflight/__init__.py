@@ -324,6 +324,14 @@ def check_config(cfg: DictConfig, environ: dict[str, str] | None = None) -> list
         problems.append(f"rerank.k={rerank_k} > retriever.k={retriever_k}: the reranker would see only "
                         f"{retriever_k} passages (recall/rerank@{rerank_k} would be measured over "
                         f"{retriever_k}); raise retriever.k or lower rerank.k")
+    if isinstance(data.get("judge"), dict):  # judge.repeats, before any answer is generated
+        from rag.core.errors import ConfigError
+        from rag.judge.run import repeat_settings
+
+        try:
+            repeat_settings(data["judge"])
+        except ConfigError as err:
+            problems.append(str(err))
     return problems
 
 

@@ -20,6 +20,7 @@ from typing import Any
 
 from rag.core.io import atomic_write_json, atomic_write_text, shared_mode
 from rag.report import agreement as agreement_mod
+from rag.report import comparison as comparison_mod
 from rag.report import cost as cost_mod
 from rag.report import latency as latency_mod
 from rag.report import recall as recall_mod
@@ -155,6 +156,15 @@ def build_report(sweep_dir: str | Path, out_dir: str | Path | None = None, laten
     else:
         report.skipped["agreement"] = "no agreement.csv in the sweep folder (written by the sweep summary when " \
                                       "two evaluations exist in at least two complete cells)"
+    # strategy comparison: quality means with the sweep summary's significance marks
+    comparison = comparison_mod.to_markdown(sweep)
+    if comparison:
+        report.tables["strategy_comparison"] = comparison_mod.comparison_rows(sweep)
+        report.meta["strategy_comparison_md"] = comparison
+    else:
+        report.meta["strategy_comparison_md"] = (
+            "Not tested: no significance.json in the sweep folder (the sweep summary writes it when at least two "
+            "cells finished: `python -m eval.summary SWEEP_DIR`).\n")
     # strategy cost
     costs = cost_mod.strategy_costs(sweep)
     if costs:
@@ -222,6 +232,8 @@ def to_markdown(report: Report) -> str:
             lines.append("")
         elif name == "strategy_cost" and "strategy_cost" in report.tables:
             lines += _md_table(report.tables["strategy_cost"]) + [""]
+    if meta.get("strategy_comparison_md"):
+        lines += ["## Strategy comparison: which differences are real", "", meta["strategy_comparison_md"]]
     return "\n".join(lines) + "\n"
 
 

@@ -25,6 +25,8 @@ from rag.records import AnswerRecord
 log = logging.getLogger(__name__)
 
 AGREEMENT_FILE = "agreement.csv"
+#: the sweep summary's paired tests between cells (eval/significance.py): the tied-with-best marks
+SIGNIFICANCE_FILE = "significance.json"
 #: benchmark output files the report picks up from the sweep folder (see benchmarks/latency_at_k.py)
 LATENCY_GLOB = "latency_at_k*.json"
 
@@ -217,13 +219,35 @@ class SweepData:
                 return read_agreement(path)
         return []
 
+    @cached_property
+    def significance(self) -> dict[str, Any]:
+        """The sweep summary's significance.json (settings, `marks` per column, `mdd`), or {} before a summary."""
+        path = self.dir / SIGNIFICANCE_FILE
+        if not path.is_file():
+            return {}
+        data = read_json_file(path)
+        if not isinstance(data, Mapping) or not isinstance(data.get("marks"), Mapping):
+            raise DataError(f"{path}: not a significance file (no 'marks'); rewrite it with python -m eval.summary")
+        return dict(data)
+
+    def mark(self, column: str, run: str) -> str | None:
+        """How the sweep summary's tests mark `run` in `column` (`metric/split`): "best", "tied" (statistically
+        tied with the best), "better" / "worse" (than the baseline), "" (tested, no mark); None: not tested."""
+        group = (self.significance.get("marks") or {}).get(column)
+        if not isinstance(group, Mapping):
+            return None
+        for kind in ("best", "tied", "better", "worse"):
+            if run in (group.get(kind) or ()):
+                return kind
+        return ""
+
     def latency_files(self) -> list[Path]:
         return sorted(self.dir.glob(LATENCY_GLOB)) + sorted((self.dir / "report").glob(LATENCY_GLOB))
 
     def input_files(self) -> list[Path]:
         """Everything the report is computed from (for deciding whether a written report is up to date)."""
         files = [p for r in self.runs for p in (r.folder.answers_path, r.folder.metrics_path) if p.is_file()]
-        files += [p for p in (self.dir / AGREEMENT_FILE,) if p.is_file()]
+        files += [p for p in (self.dir / AGREEMENT_FILE, self.dir / SIGNIFICANCE_FILE) if p.is_file()]
         return files + [p for p in self.dir.glob(LATENCY_GLOB)]
 
 

@@ -11,6 +11,7 @@ share of gold documents found, multi-hop "all" needs every gold document (the se
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -23,6 +24,11 @@ from rag.report.stats import bootstrap_means
 SPLITS = {"single": ("single", "fraction"), "multi_all": ("multi", "all"), "multi_any": ("multi", "any")}
 SPLIT_TITLES = {"single": "single-hop", "multi_all": "multi-hop, all gold docs", "multi_any": "multi-hop, any gold doc"}
 STAGE_TITLES = {"retrieval": "after retrieval", "rerank": "after rerank"}
+
+
+def _bound(value: float) -> float | None:
+    """An interval bound, or None where no interval exists (one question: `rag.report.stats.bootstrap_means`)."""
+    return None if math.isnan(value) else round(value, 6)
 
 
 @dataclass
@@ -40,7 +46,7 @@ class RecallCurve:
     def points(self) -> list[dict[str, Any]]:
         """Long format: one row per k (CSV, W&B line plots)."""
         return [{"stage": self.stage, "curve": self.label, "split": self.split, "k": k,
-                 "recall": round(m, 6), "lo": round(a, 6), "hi": round(b, 6), "n_questions": self.n_questions}
+                 "recall": round(m, 6), "lo": _bound(a), "hi": _bound(b), "n_questions": self.n_questions}
                 for k, m, a, b in zip(self.ks, self.mean, self.lo, self.hi)]
 
 

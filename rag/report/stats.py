@@ -7,13 +7,16 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from rag.metrics.stats import too_few_units
+
 
 def bootstrap_means(matrix: np.ndarray, n_boot: int = 1000, seed: int = 0,
                     confidence: float = 0.95) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Column means of a (items x columns) matrix and their percentile bootstrap CIs over items.
 
     Items (answers, questions) are resampled with replacement, the same resamples for every column, so the
-    intervals of one row of a table come from one set of resamples.
+    intervals of one row of a table come from one set of resamples. Over fewer than two items a resample is the
+    data itself: the intervals are NaN (`rag.metrics.stats.too_few_units`), never a zero-width band.
     """
     matrix = np.asarray(matrix, dtype=float)
     if matrix.ndim == 1:
@@ -23,7 +26,7 @@ def bootstrap_means(matrix: np.ndarray, n_boot: int = 1000, seed: int = 0,
         empty = np.full(cols, math.nan)
         return empty, empty.copy(), empty.copy()
     mean = matrix.mean(axis=0)
-    if n_boot <= 0:
+    if n_boot <= 0 or too_few_units(n, "item"):
         return mean, np.full(cols, math.nan), np.full(cols, math.nan)
     rng = np.random.default_rng(seed)
     boots = np.empty((n_boot, cols))

@@ -42,6 +42,10 @@ class Table1Row:
     n: dict[str, int] = field(default_factory=dict)
     #: (field, value) -> (share, ci low, ci high), shares in [0, 1]
     shares: dict[tuple[str, int], tuple[float, float, float]] = field(default_factory=dict)
+    #: field -> mean value over the answers with one
+    means: dict[str, float] = field(default_factory=dict)
+    #: field -> the sweep summary's mark of this run's mean (`SweepData.mark`: best, tied, better, worse, "")
+    marks: dict[str, str | None] = field(default_factory=dict)
 
     def flat(self) -> dict[str, Any]:
         """One CSV / W&B table row: shares in percent."""
@@ -50,6 +54,9 @@ class Table1Row:
                                "n_failed": self.n_failed}
         for name, values in TABLE1_FIELDS.items():
             out[f"{name}_n"] = self.n.get(name, 0)
+            mean = self.means.get(name, math.nan)
+            out[f"{name}_mean"] = None if math.isnan(mean) else round(mean, 4)
+            out[f"{name}_mark"] = self.marks.get(name) or ""
             for value in values:
                 share, lo, hi = self.shares.get((name, value), (math.nan, math.nan, math.nan))
                 out[f"{name}_{value}_pct"] = _pct(share)
@@ -84,6 +91,8 @@ def table1_rows(sweep: SweepData, n_boot: int = 1000, seed: int = 0, confidence:
                     values = [judge_field(r, name) for r in results]
                     values = [v for v in values if v is not None]
                     row.n[name] = len(values)
+                    row.means[name] = sum(values) / len(values) if values else math.nan
+                    row.marks[name] = sweep.mark(f"judge/{judge}/{name}/{hop}", run.name)
                     for value, ci in zip(allowed, share_ci(values, allowed, n_boot=n_boot, seed=seed,
                                                            confidence=confidence)):
                         row.shares[(name, value)] = ci
@@ -95,11 +104,29 @@ def _cell(row: Table1Row, name: str, value: int) -> str:
     share, lo, hi = row.shares.get((name, value), (math.nan, math.nan, math.nan))
     if math.isnan(share):
         return "-"
+    if math.isnan(lo):  # one answer: a bootstrap has no spread (rag.report.stats.bootstrap_means)
+        return f"{100 * share:.1f} [no interval: {row.n.get(name, 0)} answer]"
     return f"{100 * share:.1f} [{100 * lo:.0f}, {100 * hi:.0f}]"
 
 
+#: how a mean is shown for each mark of the sweep summary's paired tests (eval/significance.py)
+MARKS = {"best": "**{}**", "tied": "**{}**", "better": "{} ▲", "worse": "{} ▼"}
+
+
+def marked(text: str, mark: str | None) -> str:
+    """`text` as the sweep summary marks it: bold in the group statistically tied with the best, ▲/▼ against
+    a baseline."""
+    return MARKS.get(mark or "", "{}").format(text)
+
+
+def _mean(row: Table1Row, name: str) -> str:
+    mean = row.means.get(name, math.nan)
+    return "-" if math.isnan(mean) else marked(f"{mean:.2f}", row.marks.get(name))
+
+
 def to_markdown(rows: list[Table1Row]) -> str:
-    """One table per judge and hop: a row per strategy, a column per field value (percent [95% CI])."""
+    """One table per judge and hop: a row per strategy, a column per field value (percent [95% CI]) and the
+    mean of each field, marked as the sweep summary's paired tests mark it."""
     if not rows:
         return ""
     lines: list[str] = []
@@ -109,19 +136,26 @@ def to_markdown(rows: list[Table1Row]) -> str:
             if not part:
                 continue
             header = ["strategy", "n", "failed"] + [f"{name} {v}" for name, vals in TABLE1_FIELDS.items()
-                                                    for v in vals]
+                                                    for v in vals] + [f"{name} mean" for name in TABLE1_FIELDS]
             lines += [f"**Judge `{judge}`, {hop}-hop** (share of judged answers [%], 95% bootstrap CI)", "",
                       "| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
             for r in part:
                 n = "/".join(str(r.n.get(name, 0)) for name in TABLE1_FIELDS)
                 cells = [r.label.replace("|", "\\|"), n, str(r.n_failed)]
                 cells += [_cell(r, name, v) for name, vals in TABLE1_FIELDS.items() for v in vals]
+                cells += [_mean(r, name) for name in TABLE1_FIELDS]
                 lines.append("| " + " | ".join(cells) + " |")
             lines.append("")
     lines.append("n: answers with a correctness / faithfulness value; failed: judge outputs that could not be "
                  "parsed (not in any share).")
+    if any(m is not None for r in rows for m in r.marks.values()):
+        lines.append(MARKS_NOTE)
     return "\n".join(lines) + "\n"
 
+
+MARKS_NOTE = ("Means: **bold** is the best and every strategy statistically tied with it, ▲/▼ significantly "
+              "better/worse than the baseline (the sweep summary's paired tests, corrected per metric: "
+              "significance.csv in the sweep folder).")
 
 #: colours per value, best (green) to worst (red)
 _COLOURS = {2: "#1a9850", 1: "#91cf60", 0: "#fee08b", -1: "#d73027"}

@@ -36,6 +36,8 @@ def report_payload(sweep_dir: str | Path) -> dict[str, Any]:
             payload[f"report/{name}"] = wandb.Image(str(report.dir / files["png"]), caption=FIGURES.get(name, name))
     if report.tables.get("table1"):
         payload["report/table1_table"] = _table(report.tables["table1"])
+    if report.tables.get("strategy_comparison"):
+        payload["report/strategy_comparison_table"] = _table(report.tables["strategy_comparison"])
     if report.tables.get("strategy_cost"):
         payload["report/strategy_cost_table"] = _table(report.tables["strategy_cost"])
     if report.tables.get("retrieval_measures"):  # trec_eval measures beside Fig. 4

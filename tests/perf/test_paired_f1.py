@@ -38,6 +38,10 @@ def test_paired_difference_counts_and_interval(tmp_path):
     assert everything["n"] == 4 and everything["difference"] == pytest.approx(0.125)
     assert everything["f1_a"] == pytest.approx(0.35) and everything["f1_b"] == pytest.approx(0.225)
     assert everything["wins_ties_losses"] == [2, 1, 1]
+    # the sweep summary's paired randomization test, exact over the 3 differing questions: of the 8 sign flips of
+    # (0.4, -0.1, 0.2), 4 have |sum| >= 0.5 (0.7, 0.5 and their mirrors)
+    assert everything["p_randomization"] == pytest.approx(0.5) and everything["test"] == "exact (3 differing questions)"
+    assert everything["effect_size_dz"] == pytest.approx(0.125 / 0.2217355782608345, abs=1e-4)
     low, high = everything["ci95"]
     assert -0.1 <= low < 0.125 < high <= 0.4  # a percentile interval lies within the observed differences
     assert result["single"]["difference"] == pytest.approx(0.3) and result["single"]["wins_ties_losses"] == [2, 0, 0]
