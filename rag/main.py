@@ -134,5 +134,8 @@ def _argv_for_hydra(argv: list[str]) -> list[str]:
 
 
 if __name__ == "__main__":
+    from rag.core.entry import guard_command_line
+
+    guard_command_line("config")  # secrets by value and unchosen ??? groups: one line each, before Hydra
     sys.argv[1:] = _argv_for_hydra(quote_folder_overrides(sys.argv[1:]))
     main()

@@ -61,6 +61,9 @@ def main(cfg: DictConfig) -> None:
 
 
 if __name__ == "__main__":
+    from rag.core.entry import guard_command_line
+
+    guard_command_line("live")
     if any(arg in ("-m", "--multirun") for arg in sys.argv[1:]):  # before Hydra's sweeper checks any cell
         print(MULTIRUN_REFUSED, file=sys.stderr)
         sys.exit(2)
