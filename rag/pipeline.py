@@ -276,6 +276,8 @@ class Pipeline:
         if undeclared:
             log.warning("metrics not declared in rag/metrics/registry.py: %s", ", ".join(undeclared))
 
+        # a rerun's own counters (cache hits) go to work_history.jsonl; metrics.json keeps the measured work
+        metrics = folder.record_work(metrics, answered=len(todo))
         folder.finish(records, metrics, redact(OmegaConf.to_container(self.cfg, resolve=True)))
         return metrics
 

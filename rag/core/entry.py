@@ -40,12 +40,15 @@ def _fail(lines: Iterable[str]) -> None:
 
 
 def _comment_above(text: str, key: str) -> str | None:
-    """The comment lines right above `key: ???` (or `- key: ???`) in a YAML file, joined; None when the file
-    does not leave `key` as `???`."""
+    """What a YAML file says of `key: ???` (or `- key: ???`): its inline comment, else the comment lines right
+    above it, joined; None when the file does not leave `key` as `???`."""
     lines = text.splitlines()
-    pattern = re.compile(rf"^\s*(-\s*)?{re.escape(key)}\s*:\s*\?\?\?")
+    pattern = re.compile(rf"^\s*(-\s*)?{re.escape(key)}\s*:\s*\?\?\?\s*(#\s*(?P<inline>.*))?$")
     for i, line in enumerate(lines):
-        if pattern.match(line):
+        match = pattern.match(line)
+        if match:
+            if match.group("inline"):
+                return match.group("inline").strip()
             words = []
             for above in reversed(lines[:i]):
                 if not above.strip().startswith("#"):
@@ -53,6 +56,25 @@ def _comment_above(text: str, key: str) -> str | None:
                 words.insert(0, above.strip().lstrip("#").strip())
             return " ".join(words)
     return None
+
+
+def _missing_source(cfg: DictConfig, where: str) -> str:
+    """Where a `???` setting comes from and what its file says of it: `conf/pool.yaml: the sweep folder ...` for a
+    top-level key, `conf/labels/qrels.yaml: ...` for a key of a chosen group option, else `the config`."""
+    choices = OmegaConf.select(cfg, "hydra.runtime.choices", default=None) or {}
+    name = OmegaConf.select(cfg, "hydra.job.config_name", default=None)
+    group, _, key = where.rpartition(".")
+    candidates = [(f"{name}.yaml", where)] if not group and name else []
+    if group and choices.get(group):
+        candidates.append((f"{group}/{choices[group]}.yaml", key))
+    for relative, key in candidates:
+        try:
+            said = _comment_above((CONF_DIR / relative).read_text(encoding="utf-8"), key)
+        except OSError:
+            continue
+        if said is not None:
+            return f"conf/{relative}" + (f": {said}" if said else "")
+    return "the config"
 
 
 def missing_groups(config_name: str, argv: list[str]) -> list[str]:
@@ -118,19 +140,13 @@ def config_problems(cfg: DictConfig) -> list[str]:
     """Every `???` setting the command line did not fill, and every setting holding a secret, one line each."""
     overridden = {str(o).split("=", 1)[0].lstrip("+~") for o in OmegaConf.select(cfg, "hydra.overrides.task",
                                                                                  default=[]) or []}
-    name = OmegaConf.select(cfg, "hydra.job.config_name", default=None)
-    try:
-        primary = (CONF_DIR / f"{name}.yaml").read_text(encoding="utf-8") if name else ""
-    except OSError:
-        primary = ""
     missing, secrets = [], []
     for where, value, is_missing in _leaves(cfg):
         if is_missing:
             # a multirun's swept value fills it in each job; Hydra fills its own (hydra.job.id) at launch
             if where not in overridden and not where.startswith("hydra."):
-                what = _comment_above(primary, where) if "." not in where else None
-                source = f"conf/{name}.yaml" + (f": {what}" if what else "") if what is not None else "the config"
-                missing.append(f"{where}: required, and not given (??? in {source}); add {where}=<value>")
+                missing.append(f"{where}: required, and not given (??? in {_missing_source(cfg, where)}); "
+                               f"add {where}=<value>")
         else:
             problem = value_problem(where, value, KEPT_IN_CONFIG)
             if problem:

@@ -189,7 +189,7 @@ def secret_arguments(argv: Iterable[str]) -> list[str]:
         elif has_url_credentials(arg) or key_shape(arg):  # a flag's value (`--config-dir=...`) or a bare word
             what = key_shape(arg) or "a URL with credentials"
             problem = f"an argument holds {what} ({_KEPT}); {advice('')}"
-        if problem and problem not in lines:
+        if problem:
             lines.append(problem)
     return lines
 
