@@ -16,6 +16,7 @@ batch, with exponential backoff, and end in one `OpenSearchServiceError` that na
 
 from __future__ import annotations
 
+import logging
 import os
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
@@ -23,11 +24,28 @@ from urllib.parse import urlsplit
 
 from rag.core.errors import ServiceError
 from rag.core.hashing import slug
-from rag.core.retry import call_with_retries
+from rag.core.retry import AttemptCounter, call_with_retries
 from rag.records import Passage, ScoredPassage
 from rag.retrieve.base import RemoteRetriever
 
 RETRYABLE_STATUS = frozenset({408, 429, 500, 502, 503, 504})
+
+
+class _NoTraceback(logging.Filter):
+    def filter(self, record: logging.LogRecord) -> bool:
+        record.exc_info, record.exc_text = None, None
+        return True
+
+
+def quiet_client_log() -> None:
+    """opensearch-py logs each failed attempt at WARNING with its chained urllib3 traceback (81-163 lines before
+    our one-line error). Our retries say the outcome in one line, so its logger keeps ERROR and above (unless
+    configured otherwise), without tracebacks."""
+    logger = logging.getLogger("opensearch")
+    if logger.level == logging.NOTSET:
+        logger.setLevel(logging.ERROR)
+    if not any(isinstance(f, _NoTraceback) for f in logger.filters):
+        logger.addFilter(_NoTraceback())
 
 
 class OpenSearchServiceError(ServiceError):
@@ -177,6 +195,7 @@ class OpenSearchRetriever(RemoteRetriever):
                                          "(or the project's `services` extra)") from None
         host, port, use_ssl = self.endpoint()
         http_auth, connection_class = self._http_auth()
+        quiet_client_log()
         self.url = f"{'https' if use_ssl else 'http'}://{host}:{port}"
         self._client = OpenSearch(hosts=[{"host": host, "port": port}], http_auth=http_auth, use_ssl=use_ssl,
                                   verify_certs=self.verify_certs if use_ssl else False, ssl_show_warn=False,
@@ -234,18 +253,20 @@ class OpenSearchRetriever(RemoteRetriever):
             if failed:
                 raise _RetryableItems(statuses)
 
+        sent = AttemptCounter()
         try:
             call_with_retries(attempt_once, self.max_retries, is_retryable, self.backoff_initial_s,
-                              self.backoff_max_s)
+                              self.backoff_max_s, on_attempt=sent)
         except OpenSearchServiceError:
             raise
         except Exception as err:
-            raise OpenSearchServiceError(self.explain(err)) from None
+            raise OpenSearchServiceError(self.explain(err, sent.said())) from None
         return [r if r is not None else [] for r in results]
 
-    def explain(self, err: BaseException) -> str:
+    def explain(self, err: BaseException, attempts: str = "") -> str:
+        """One line for a failed request: what the cluster said, after how many requests really sent."""
         status = _status(err)
-        attempts = f"after {self.max_retries + 1} attempts"
+        attempts = f"after {attempts}" if attempts else ""
         if isinstance(err, _RetryableItems):
             return f"retriever=opensearch: {err} at {self.url} {attempts}"
         if status in (401, 403):
