@@ -22,6 +22,7 @@ from typing import Any
 from hydra._internal.core_plugins.basic_sweeper import BasicSweeper
 from hydra.core.override_parser.overrides_parser import OverridesParser
 from hydra.core.utils import JobStatus
+from omegaconf import OmegaConf
 
 log = logging.getLogger(__name__)
 
@@ -52,24 +53,34 @@ class CheckedSweeper(BasicSweeper):
                 print(mask_text(line), file=sys.stderr)
             print(f"Preflight found {len(problems)} problem(s); no cell was launched", file=sys.stderr, flush=True)
             sys.exit(2)
-        failed: list[int] = []
-        launch = self.launcher.launch
+        return self.launch_all(arguments)
 
-        def launch_and_count(batch: Any, initial_job_idx: int) -> Any:
-            results = launch(batch, initial_job_idx=initial_job_idx)
+    def launch_all(self, arguments: list[str]) -> Any:
+        """`BasicSweeper.sweep`'s loop (multirun.yaml, then each batch validated and launched), except that a
+        cell failed with a one-line error is counted, not raised: the other batches still run, then
+        `end_failed_sweep`. (The launcher itself is left untouched: the SLURM launcher pickles itself into
+        its jobs.)"""
+        params = self._parse_config()
+        params.extend(arguments)
+        parser = OverridesParser.create(config_loader=self.hydra_context.config_loader)
+        self.overrides = self.split_arguments(parser.parse_overrides(params), self.max_batch_size)
+        sweep_dir = Path(self.config.hydra.sweep.dir)
+        sweep_dir.mkdir(parents=True, exist_ok=True)
+        OmegaConf.save(self.config, sweep_dir / "multirun.yaml")
+        returns, failed, initial_job_idx = [], [], 0
+        while not self.is_done():
+            batch = self.get_job_batch()
+            self.validate_batch_is_legal(batch)
+            results = self.launcher.launch(batch, initial_job_idx=initial_job_idx)
             for position, result in enumerate(results):
                 if result.status == JobStatus.FAILED and _said_in_one_line(result._return_value):
                     failed.append(initial_job_idx + position)
-                    result.status, result._return_value = JobStatus.COMPLETED, None  # said: no traceback
-            return results
-
-        self.launcher.launch = launch_and_count  # type: ignore[method-assign]
-        try:
-            returns = super().sweep(arguments)
-        finally:
-            del self.launcher.launch
+                else:
+                    _ = result.return_value  # an unexpected failure (a bug) raises with its traceback
+            initial_job_idx += len(batch)
+            returns.append(results)
         if failed:
-            self.end_failed_sweep(failed, sum(len(batch) for batch in self.overrides or []))
+            self.end_failed_sweep(failed, initial_job_idx)
         return returns
 
     def end_failed_sweep(self, failed: list[int], n_cells: int) -> None:
