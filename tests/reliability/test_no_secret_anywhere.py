@@ -187,3 +187,12 @@ def test_a_key_given_by_reference_works_and_reaches_no_file_folder_or_line(hotpo
         len(list(work.glob("sweep/*/wandb/offline-run-*/run-*.wandb"))) == 2
     assert (work / "live" / "live.json").is_file() and (work / "live" / "live_state.json").is_file()
     assert _found(work, "\n".join(console), (key,)) == []
+
+
+def test_eval_judge_refuses_a_secret_in_its_settings(tmp_path):
+    """`python -m eval.judge` is argparse, not Hydra: its `--set` overrides go through the same refusal."""
+    proc = _run("eval.judge", [str(tmp_path), "--set", f"llm.extra_body.api_key={OVERRIDE}"], tmp_path,
+                rag_env(tmp_path))
+    lines = [ln for ln in (proc.stdout + proc.stderr).splitlines() if ln.strip()]
+    assert proc.returncode == 2 and len(lines) == 1, lines
+    assert lines[0].startswith("ConfigError: refused: judge.llm.extra_body.api_key:") and OVERRIDE not in lines[0]
