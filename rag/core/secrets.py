@@ -4,7 +4,7 @@ A credential reaches the toolkit only through an environment variable or a crede
 *names* (`llm.api_key_env`, `retriever.password_env`, `retriever.netrc_file`), the way W&B, Hugging Face and the
 cloud SDKs read theirs. A secret given by value is refused before Hydra, W&B or a folder name sees it, one line
 each saying which variable to set instead (`refuse_secret_arguments` on the command line of every entry point,
-`secret_settings` on a composed config, both through `rag.core.entry`). A value is a secret when
+`value_problem` on every setting of a composed config, both through `rag.core.entry`). A value is a secret when
 
 - its setting's name says so (`api_key`, `password`, `token`, `secret`, `credentials`, `auth`: the last words of
   the name decide, so `max_tokens`, `tokenizer`, `top_logprobs`, `eos_token` and `api_key_env` are not);
@@ -23,7 +23,7 @@ from __future__ import annotations
 import logging
 import re
 import sys
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
@@ -189,21 +189,6 @@ def secret_arguments(argv: Iterable[str]) -> list[str]:
         elif has_url_credentials(arg) or key_shape(arg):  # a flag's value (`--config-dir=...`) or a bare word
             what = key_shape(arg) or "a URL with credentials"
             problem = f"an argument holds {what} ({_KEPT}); {advice('')}"
-        if problem:
-            lines.append(problem)
-    return lines
-
-
-def secret_settings(config: Any, path: str = "") -> list[str]:
-    """One line per setting of a (resolved, plain) config that holds a secret by value."""
-    items = config.items() if isinstance(config, Mapping) else enumerate(config) if isinstance(config, list) else ()
-    lines: list[str] = []
-    for key, value in items:
-        where = f"{path}[{key}]" if isinstance(config, list) else f"{path}.{key}" if path else str(key)
-        if isinstance(value, (Mapping, list)):
-            lines += secret_settings(value, where)
-            continue
-        problem = value_problem(where, value, KEPT_IN_CONFIG)
         if problem:
             lines.append(problem)
     return lines
