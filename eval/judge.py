@@ -23,6 +23,7 @@ from omegaconf import DictConfig, OmegaConf, open_dict
 from eval.main import complete_from_run, rejudge, run_cache_dir, shown
 from rag.core.errors import ConfigError
 from rag.core.overrides import quote_folder_overrides
+from rag.core.secrets import refuse_secret_arguments
 from rag.llm.factory import EngineFactory
 
 CONF_DIR = Path(__file__).resolve().parent.parent / "conf"
@@ -47,6 +48,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--set", dest="overrides", action="append", default=[],
                         help="override under `judge` as dotted key=value (repeatable)")
     args = parser.parse_args(argv)
+    # a secret by value in `--set` (or a key-shaped argument) is refused as eval.main refuses it (rag.core.entry)
+    refuse_secret_arguments([*(f"judge.{o}" for o in args.overrides), *map(str, args.run_dirs), args.llm or "",
+                             str(args.out or ""), str(args.cache_dir or "")])
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
 
     judge = args.judge if args.judge in ("full", "none") else f"[{args.judge}]"

@@ -24,7 +24,7 @@ from omegaconf import DictConfig, OmegaConf, open_dict
 
 from rag.core.errors import ConfigError, DataError, MissingDataError, ServiceError
 from rag.core.overrides import quote_folder_overrides
-from rag.folders import RunFolder
+from rag.folders import RunFolder, measured_work
 from rag.judge.base import Judge
 from rag.judge.run import build_judges, evaluate_records
 from rag.llm.factory import EngineFactory
@@ -99,6 +99,8 @@ def rejudge(cfg: DictConfig, factory: EngineFactory | None = None) -> dict[str, 
             engines.close()
     old = run.metrics()
     merged = {**{k: v for k, v in old.items() if not _stale(k, judges)}, **metrics}
+    # judging from the response cache alone keeps the judges' measured cost (issue 36: no measurement lost)
+    merged = measured_work(old, merged, answered=0)
     out = RunFolder(out_dir)
     out.write_answers(records)
     out.write_metrics(merged)
@@ -124,5 +126,8 @@ def main(cfg: DictConfig) -> None:
 
 
 if __name__ == "__main__":
+    from rag.core.entry import guard_command_line
+
+    guard_command_line("eval")
     sys.argv[1:] = quote_folder_overrides(sys.argv[1:])  # sweep cell folders contain `=` and `,`
     main()

@@ -72,6 +72,9 @@ class NuggetAssignmentLabels:
         missing = [k for k in ("qid", "query", "run_id", "answer_text", "nuggets") if k not in row]
         if missing:
             raise DataError(f"{at}: missing field(s) {', '.join(missing)}")
+        empty = [k for k in ("qid", "run_id") if row[k] is None or not str(row[k]).strip()]
+        if empty:  # `qid: null` would otherwise be read as a topic called "None"
+            raise DataError(f"{at}: {' and '.join(empty)} {'is' if len(empty) == 1 else 'are'} null or empty")
         key = (str(row["run_id"]), str(row["qid"]))
         if key in seen:
             raise DataError(f"{at}: run {key[0]!r} has a second answer for topic {key[1]!r}")

@@ -368,5 +368,8 @@ def main(cfg: DictConfig) -> None:
 
 
 if __name__ == "__main__":
+    from rag.core.entry import guard_command_line
+
+    guard_command_line("pool")
     sys.argv[1:] = quote_folder_overrides(sys.argv[1:])  # sweep folders may contain `=` and `,`
     main()

@@ -33,7 +33,7 @@ from rag.core.hashing import stable_hash
 from rag.core.io import atomic_write_json, atomic_write_text
 from rag.judge.run import declare_saved_specs
 from rag.metrics.registry import REGISTRY
-from rag.sweep.cells import Cell, SweepFolder, load_sweep
+from rag.sweep.cells import Cell, SweepFolder, load_sweep, read_yaml
 
 log = logging.getLogger(__name__)
 
@@ -103,7 +103,7 @@ def llm_identity(cell: Cell) -> str:
 
     path = cell.dir / ".hydra" / "config.yaml"
     try:
-        cfg = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
+        cfg = read_yaml(path) or {}
     except (OSError, yaml.YAMLError):
         return f"unknown:{cell.name}"
     judges = cfg.get("judge") or {}
@@ -385,7 +385,7 @@ def wandb_settings_from_sweep(sweep: SweepFolder) -> dict[str, Any] | None:
         path = cell.dir / ".hydra" / "config.yaml"
         if not path.is_file():
             continue
-        logger = OmegaConf.load(path).get("logger")
+        logger = OmegaConf.create(read_yaml(path)).get("logger")
         if logger is None or not str(logger.get("_target_", "")).endswith("WandbLogger"):
             return None
         try:

@@ -5,7 +5,10 @@ goes through `RunFolder` instead of spelling out file names, so what a run folde
 
     answers.jsonl          one `AnswerRecord` per question (the final answers, written last but one)
     answers.partial.jsonl  the journal of an unfinished run (what a resume keeps)
-    metrics.json           the run metrics (names declared in `rag.metrics.registry`)
+    metrics.json           the run metrics (names declared in `rag.metrics.registry`); its work counters
+                           (tokens, seconds, calls) are those of the work that produced the answers
+    work_history.jsonl     one line per execution of the folder with its own work counters (a rerun's cache
+                           hits land here, beside the measured work, never over it)
     config.json            the resolved config, secrets masked
     fingerprint.json       what a resume must match (`rag.fingerprint`)
     eval_report.md         the judges' report
@@ -19,6 +22,7 @@ Final outputs are written atomically; a folder with `metrics.json` is complete.
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from functools import cached_property
@@ -57,8 +61,9 @@ class RunFolder:
     QRELS = "qrels.trec"
     #: overrides that say where or how a run is reported, never what it ran (left out of its run tag)
     TAG_EXCLUDED = ("paths.", "hydra.", "logger", "local", "resume", "cluster")
+    WORK_HISTORY = "work_history.jsonl"
     #: what a run writes (a reused folder with any of these must match its fingerprint)
-    OUTPUTS = (ANSWERS, JOURNAL, METRICS)
+    OUTPUTS = (ANSWERS, JOURNAL, METRICS, WORK_HISTORY)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "dir", Path(self.dir))
@@ -90,6 +95,9 @@ class RunFolder:
     @property
     def qrels_path(self) -> Path:
         return self.dir / self.QRELS
+    @property
+    def work_history_path(self) -> Path:
+        return self.dir / self.WORK_HISTORY
 
     # -- state ------------------------------------------------------------------------------------------------
     @property
@@ -127,6 +135,10 @@ class RunFolder:
     def config(self) -> dict[str, Any]:
         """The resolved config the run saved (`config.json`), or {}."""
         return read_json_file(self.config_path) if self.config_path.is_file() else {}
+
+    def work_history(self) -> list[dict[str, Any]]:
+        """Every execution's own work counters, oldest first (`work_history.jsonl`), or []."""
+        return read_jsonl(self.work_history_path) if self.work_history_path.is_file() else []
 
     @cached_property
     def saved_config(self) -> dict[str, Any]:
@@ -204,6 +216,21 @@ class RunFolder:
         written["qrels"] = self.qrels_path
         return written
 
+    def record_work(self, metrics: Mapping[str, Any], answered: int) -> dict[str, Any]:
+        """The metrics to write for an execution that produced `answered` new answers: its own work counters go to
+        `work_history.jsonl`; the folder's metrics keep the measured work (`measured_work`)."""
+        previous = self.metrics()
+        history = self.work_history()
+        lines = []
+        if previous and not history:  # a folder finished before histories were kept: its figures come first
+            lines.append({"execution": 1, "finished_at": None, "answered": previous.get("n_questions"),
+                          "note": "from metrics.json, written before work_history.jsonl", **work_of(previous)})
+        lines.append({"execution": len(history) + len(lines) + 1, "answered": answered,
+                      "finished_at": time.strftime("%Y-%m-%dT%H:%M:%S%z"), **work_of(metrics)})
+        self.dir.mkdir(parents=True, exist_ok=True)
+        atomic_write_jsonl(self.work_history_path, [*history, *lines])
+        return measured_work(previous, dict(metrics), answered)
+
     def finish(self, records: Iterable[AnswerRecord | Mapping[str, Any]], metrics: Mapping[str, Any] | None,
                config: Mapping[str, Any]) -> None:
         """Write a finished run: answers, then metrics (which mark the folder complete), then the config; the
@@ -214,3 +241,68 @@ class RunFolder:
             self.write_metrics(metrics)
         self.write_config(config)
         self.journal_path.unlink(missing_ok=True)
+
+
+# -- work counters: what producing the answers cost ---------------------------------------------------------------
+#: the generation side's work counters (retrieval, rerank, generation, stage seconds), summed over executions
+GENERATION_WORK = ("retrieval_calls", "rerank_calls", "retrieval_cache_hits", "rerank_cache_hits", "model_loads",
+                   "llm_calls", "llm_retries", "llm_cache_hits", "llm_empty_completions", "prompt_tokens",
+                   "completion_tokens", "llm_seconds", "llm_tokens_per_s", "llm_cost_usd")
+GENERATION_PREFIXES = ("time/", "rerank/")
+#: the judges' work counters (`eval/...`, and the evaluate stage's seconds)
+EVAL_PREFIXES = ("eval/",)
+EVAL_KEYS = ("time/evaluate_s",)
+#: ratios, recomputed from their summed parts rather than summed
+RATIOS = {"llm_tokens_per_s": (("prompt_tokens", "completion_tokens"), "llm_seconds"),
+          "rerank/seconds_per_question": (("rerank/seconds",), "rerank/questions")}
+
+
+def _is_eval_work(key: str) -> bool:
+    return key.startswith(EVAL_PREFIXES) or key in EVAL_KEYS
+
+
+def _is_generation_work(key: str) -> bool:
+    return not _is_eval_work(key) and (key in GENERATION_WORK or key.startswith(GENERATION_PREFIXES))
+
+
+def work_of(metrics: Mapping[str, Any]) -> dict[str, Any]:
+    """The work counters among a run's metrics."""
+    return {k: v for k, v in metrics.items() if _is_generation_work(k) or _is_eval_work(k)}
+
+
+def _number(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+def measured_work(previous: Mapping[str, Any], current: dict[str, Any], answered: int) -> dict[str, Any]:
+    """`current` metrics whose work counters say what the folder's answers cost, not what this execution did.
+
+    Generation: an execution that made no answer (a rerun of a finished folder: stage-cache and response-cache
+    hits at most) keeps the previous figures; one that made some (a failed answer redone, a larger
+    `dataset.limit`) adds its own to them. Judges: re-scoring from the response cache (no fresh judge call) keeps
+    the previous figures; fresh judge calls are a newer measurement and replace them. Quality metrics are always
+    the current ones. The execution's own counters are in `work_history.jsonl` either way.
+    """
+    if not previous:
+        return current
+    out = {k: v for k, v in current.items() if not (_is_generation_work(k) or _is_eval_work(k))}
+    generation_now = {k: v for k, v in current.items() if _is_generation_work(k)}
+    generation_before = {k: v for k, v in previous.items() if _is_generation_work(k)}
+    if answered <= 0:
+        merged = dict(generation_before)
+    else:
+        merged = {**generation_before, **generation_now}
+        for key in set(generation_before) & set(generation_now):
+            if _number(generation_before[key]) and _number(generation_now[key]) and key not in RATIOS:
+                total = generation_before[key] + generation_now[key]
+                merged[key] = round(total, 6) if isinstance(total, float) else total
+        for key, (parts, denominator) in RATIOS.items():
+            if key in merged and _number(merged.get(denominator)) and merged[denominator]:
+                merged[key] = round(sum(float(merged.get(p) or 0) for p in parts) / merged[denominator], 4)
+    out.update(merged)
+    eval_now = {k: v for k, v in current.items() if _is_eval_work(k)}
+    eval_before = {k: v for k, v in previous.items() if _is_eval_work(k)}
+    # no judges now: none of their figures; judged from the cache alone: the earlier, measured figures
+    fresh_judging = not eval_now or bool(eval_now.get("eval/llm_calls")) or not eval_before
+    out.update(eval_now if fresh_judging else eval_before)
+    return out

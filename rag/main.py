@@ -2,10 +2,11 @@
 
 Each run writes into its Hydra output folder: the composed config, `answers.jsonl` and `metrics.json`.
 
-Before any work: a multirun checks all its cells (`rag.preflight`, run by the sweeper in
-`hydra_plugins/rag_sweep`; nothing is launched when one fails), a run checks its own config and refuses a folder that holds answers of another config
-(`rag.fingerprint`), and secrets passed as overrides are masked in logs, `.hydra/*.yaml`, `multirun.yaml` and
-sweep folder names (`rag.core.secrets`).
+Before any work: a secret given by value on the command line or in the config is refused and every unset `???`
+setting named, one line each (`rag.core.entry`), a multirun checks all its cells (`rag.preflight`, run by the
+sweeper in `hydra_plugins/rag_sweep`; nothing is launched when one fails), and a run checks its own config and
+refuses a folder that holds answers of another config (`rag.fingerprint`). Masking (`rag.core.secrets`) remains
+for text the project does not control: log lines, exception messages.
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ from hydra.errors import InstantiationException
 from hydra.utils import instantiate
 from omegaconf import DictConfig, OmegaConf
 
-from rag.core.errors import ConfigError, DataError, DiskFullError, MissingDataError, ServiceError
+from rag.core.errors import ONE_LINE_ERRORS, ConfigError
 from rag.core.overrides import quote_folder_overrides
 from rag.core.secrets import (
     add_known_secrets,
@@ -42,8 +43,7 @@ from rag.sweep.group_keys import force_keys_of_swept_groups
 log = logging.getLogger(__name__)
 
 #: errors whose message already says what is wrong and where: printed as one line, exit status 2
-CLEAR_ERRORS = (DataError, MissingDataError, ServiceError, ConfigError, FileNotFoundError, PermissionError,
-                DiskFullError)
+CLEAR_ERRORS = ONE_LINE_ERRORS
 
 # secrets given on the command line are masked in every log line and in `${rag.mask:...}` folder names
 install_log_masking()
@@ -150,5 +150,8 @@ def _argv_for_hydra(argv: list[str]) -> list[str]:
 
 
 if __name__ == "__main__":
+    from rag.core.entry import guard_command_line
+
+    guard_command_line("config")  # secrets by value and unchosen ??? groups: one line each, before Hydra
     sys.argv[1:] = _argv_for_hydra(quote_folder_overrides(sys.argv[1:]))
     main()

@@ -307,6 +307,8 @@ class Pipeline:
 
         # the stages' TREC run files and the judgments, so trec_eval, ranx or ir_measures read the folder
         folder.write_rankings(records, level=self.dataset.qrels_level)
+        # a rerun's own counters (cache hits) go to work_history.jsonl; metrics.json keeps the measured work
+        metrics = folder.record_work(metrics, answered=len(todo))
         folder.finish(records, metrics, redact(OmegaConf.to_container(self.cfg, resolve=True)))
         return metrics
 

@@ -176,6 +176,7 @@ class WatchedSlurmLauncher(SlurmLauncher):
     def _run_end_callbacks(self) -> None:
         """Hydra runs `on_multirun_end` only after a fully successful sweep: run it here so the summary of
         the cells that did complete is written before the failure is reported."""
+        self.ran_end_callbacks = True  # the sweeper does not run them again (hydra_plugins/rag_sweep/sweeper.py)
         try:
             from hydra._internal.callbacks import Callbacks
 

@@ -27,6 +27,11 @@ class DiskFullError(OSError):
     """A write found no space (or no quota) left: the message names the file and the bytes it needed."""
 
 
+#: errors whose message already says what is wrong and where: an entry point prints them as one line, exit 2
+ONE_LINE_ERRORS = (DataError, MissingDataError, ServiceError, ConfigError, DiskFullError, FileNotFoundError,
+                   PermissionError)
+
+
 #: errno values that mean "no space left": a full device, an exhausted quota
 NO_SPACE_ERRNOS = (28, 122)  # ENOSPC, EDQUOT
 

@@ -41,6 +41,24 @@ def retrying(max_retries: int, is_retryable: Callable[[BaseException], bool], in
                     wait=RetryAfterOrBackoff(initial_s, max_s), retry=retry_if_exception(is_retryable))
 
 
+class AttemptCounter:
+    """An `on_attempt` hook that remembers how many attempts one call made (its error message says so, never
+    the configured maximum) and passes each on (`then`, e.g. the engine's work counter)."""
+
+    def __init__(self, then: Callable[[int], None] | None = None):
+        self.attempts = 0
+        self.then = then
+
+    def __call__(self, attempt: int) -> None:
+        self.attempts = attempt
+        if self.then is not None:
+            self.then(attempt)
+
+    def said(self) -> str:
+        """`1 attempt` / `3 attempts`: how many requests were really sent."""
+        return f"{self.attempts} attempt{'s' if self.attempts != 1 else ''}"
+
+
 def call_with_retries(call: Callable[[], T], max_retries: int, is_retryable: Callable[[BaseException], bool],
                       initial_s: float = 1.0, max_s: float = 30.0,
                       on_attempt: Callable[[int], None] | None = None) -> T:

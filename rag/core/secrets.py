@@ -1,16 +1,28 @@
-"""Keep secrets out of logs, config dumps, folder names and outputs.
+"""Secrets by reference, never by value; and masking, for what slips through anyway.
 
-Keys are meant to be read from the environment only. Where one is passed anyway (`+retriever.api_key=...`),
-values under key-like names (`*key*`, `*token*`, `*secret*`, `*password*`, `*credential*`) and credentials
-inside URLs (`https://user:pass@host`) are masked everywhere the project writes or prints them: config dumps
-(`redact`), text such as log lines and Hydra's YAML files (`mask_text`), and sweep folder names (the
-`rag.mask` resolver in `hydra.sweep.subdir`). Numbers are never masked (`max_tokens=8` is not a secret).
+A credential reaches the toolkit only through an environment variable or a credentials file that a config
+*names* (`llm.api_key_env`, `retriever.password_env`, `retriever.netrc_file`), the way W&B, Hugging Face and the
+cloud SDKs read theirs. A secret given by value is refused before Hydra, W&B or a folder name sees it, one line
+each saying which variable to set instead (`refuse_secret_arguments` on the command line of every entry point,
+`value_problem` on every setting of a composed config, both through `rag.core.entry`). A value is a secret when
+
+- its setting's name says so (`api_key`, `password`, `token`, `secret`, `credentials`, `auth`: the last words of
+  the name decide, so `max_tokens`, `tokenizer`, `top_logprobs`, `eos_token` and `api_key_env` are not);
+- it is a URL with credentials (`https://user:pass@host`);
+- it has the shape of a known key (`sk-...`, `sk-ant-...`, `pcsk_...`, `hf_...`, `AKIA...`, `ghp_...`, a JWT, a
+  PEM private key), whatever its setting is called;
+- or it stands where a variable's *name* belongs (`*_env`) and is no variable name.
+
+Masking remains for text the project does not control (log records, an exception's message, a cache key):
+`redact` (dicts), `mask_text` (free text; a masked YAML value is written `'***'`, so the YAML stays valid),
+`mask_url`, and the `rag.mask` resolver of sweep folder names.
 """
 
 from __future__ import annotations
 
 import logging
 import re
+import sys
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
@@ -19,20 +31,77 @@ log = logging.getLogger(__name__)
 
 MASK = "***"
 
-_SECRET_WORDS = re.compile(r"(key|token|secret|passw(or)?d|credential|auth)", re.I)
-#: names that look key-like but hold no secret: variable *names* (`api_key_env`), lists of keys, counts
-_NOT_SECRET = re.compile(r"(_env|_keys|^keys|_field|tokenizer\w*|keywords?)$", re.I)
-_NUMBER_OR_FLAG = re.compile(r"^([-+]?\d+(\.\d*)?([eE][-+]?\d+)?|true|false|null|none|\*\*\*)$", re.I)
+# -- what a secret looks like ------------------------------------------------------------------------------------
+#: last words of a setting's name that hold a secret (`auth_token`, `password`, `credentials`, `Authorization`)
+_SECRET_WORDS = frozenset({"password", "passwd", "pwd", "passphrase", "secret", "token", "credential",
+                           "credentials", "apikey", "authorization", "auth", "bearer", "cookie"})
+#: words before `key` that make it a credential (`api_key`, `secret_access_key`, `private_key`); a bare `key` too
+_KEY_QUALIFIERS = frozenset({"api", "access", "secret", "private", "auth", "client", "subscription", "license",
+                             "master", "signing", "encryption", "session", "bearer", "service", "account"})
+#: words before `token` that name a vocabulary entry, not a credential (`eos_token`, `pad_token`)
+_VOCABULARY_TOKENS = frozenset({"eos", "bos", "pad", "unk", "sep", "cls", "mask", "stop", "special", "start",
+                                "end", "image", "audio", "think", "split", "first", "last", "max", "min"})
+#: last words that make the setting a *reference* to a secret (a variable's or a file's name), never a value
+_REFERENCE_WORDS = frozenset({"env", "file", "path", "dir", "field", "fields", "var", "variable", "name",
+                              "names", "url", "host", "type", "mode", "method", "region", "profile", "keys"})
+_WORD_SPLIT = re.compile(r"[^A-Za-z0-9]+|(?<=[a-z0-9])(?=[A-Z])")
+
+#: the random part of an `sk-` key: 20 or more characters with a digit and a capital letter (so that a folder
+#: called `sk-learn-experiments` is not a key)
+_KEY_BODY = r"(?=[A-Za-z0-9_\-]*[0-9])(?=[A-Za-z0-9_\-]*[A-Z])[A-Za-z0-9_\-]{20,}"
+#: values shaped like the keys of known services, whatever setting they stand in (longest prefixes first)
+KEY_SHAPES: tuple[tuple[str, re.Pattern[str]], ...] = tuple((what, re.compile(pattern)) for what, pattern in (
+    ("an Anthropic API key (sk-ant-...)", r"(?<![A-Za-z0-9])sk-ant-" + _KEY_BODY),
+    ("an OpenAI-style API key (sk-...)", r"(?<![A-Za-z0-9])sk-" + _KEY_BODY),
+    ("a Pinecone API key (pcsk_...)", r"(?<![A-Za-z0-9])pcsk_[A-Za-z0-9_]{16,}"),
+    ("a Hugging Face token (hf_...)", r"(?<![A-Za-z0-9])hf_[A-Za-z0-9]{30,}"),
+    ("an AWS access key id (AKIA.../ASIA...)", r"(?<![A-Z0-9])(?:AKIA|ASIA)[0-9A-Z]{16}(?![A-Z0-9])"),
+    ("a GitHub token (ghp_...)", r"(?<![A-Za-z0-9])(?:gh[pousr]_[A-Za-z0-9]{20,}|github_pat_[A-Za-z0-9_]{20,})"),
+    ("a Slack token (xox.-...)", r"(?<![A-Za-z0-9])xox[abposr]-[A-Za-z0-9\-]{10,}"),
+    ("a Google API key (AIza...)", r"(?<![A-Za-z0-9])AIza[0-9A-Za-z_\-]{35}"),
+    ("a W&B API key (local-...)", r"(?<![A-Za-z0-9])local-[0-9a-f]{40}(?![0-9a-f])"),
+    ("a JSON Web Token (eyJ...)", r"(?<![A-Za-z0-9])eyJ[A-Za-z0-9_\-]{8,}\.eyJ[A-Za-z0-9_\-]{8,}\.[A-Za-z0-9_\-]+"),
+    ("a private key (-----BEGIN ... PRIVATE KEY-----)", r"-----BEGIN [A-Z ]*PRIVATE KEY-----"),
+))
+_VARIABLE_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+_NUMBER_OR_FLAG = re.compile(r"^([-+]?\d+(\.\d*)?([eE][-+]?\d+)?|true|false|null|none|'?\*\*\*'?)$", re.I)
 _URL_CREDENTIALS = re.compile(r"(?P<scheme>[A-Za-z][A-Za-z0-9+.\-]*://)(?P<cred>[^/@\s:'\"]+:[^/@\s'\"]+)@")
-#: `name=value` (overrides, folder names), `name: value` (YAML, logs) and `"name": "value"` (JSON)
-_ASSIGNMENT = re.compile(r"(?P<name>[A-Za-z0-9_.+\-~]+?)(?P<sep>=|:[ \t]+|\"[ \t]*:[ \t]*\")"
-                         r"(?P<quote>['\"]?)(?P<value>[^\s,'\"\]\}]+)")
+
+
+def _words(name: str) -> list[str]:
+    return [w.lower() for w in _WORD_SPLIT.split(name) if w]
 
 
 def is_secret_name(name: str) -> bool:
-    """True for config names whose values are secrets (the last dotted part decides)."""
-    last = str(name).lstrip("+~").rsplit(".", 1)[-1]
-    return bool(_SECRET_WORDS.search(last)) and not _NOT_SECRET.search(last)
+    """True for config names whose values are secrets: the last words of the last dotted part decide
+    (`llm.extra_body.api_key`, `auth_token`, `password`; not `max_tokens`, `eos_token`, `api_key_env`)."""
+    words = _words(str(name).lstrip("+~").rsplit(".", 1)[-1])
+    if not words or words[-1] in _REFERENCE_WORDS:
+        return False
+    last, before = words[-1], (words[-2] if len(words) > 1 else "")
+    if last == "key":
+        return not before or before in _KEY_QUALIFIERS
+    if last == "token":
+        return before not in _VOCABULARY_TOKENS
+    return last in _SECRET_WORDS
+
+
+def is_reference_name(name: str) -> bool:
+    """`*_env`: a setting that holds the *name* of an environment variable."""
+    words = _words(str(name).lstrip("+~").rsplit(".", 1)[-1])
+    return bool(words) and words[-1] == "env"
+
+
+def key_shape(text: str) -> str | None:
+    """What known key `text` contains (`an OpenAI-style API key (sk-...)`), or None."""
+    for what, pattern in KEY_SHAPES:
+        if pattern.search(text):
+            return what
+    return None
+
+
+def has_url_credentials(text: str) -> bool:
+    return bool(_URL_CREDENTIALS.search(str(text)))
 
 
 def is_secret_value(value: Any) -> bool:
@@ -40,6 +109,102 @@ def is_secret_value(value: Any) -> bool:
         and not value.startswith("${")
 
 
+# -- refusing secrets given by value --------------------------------------------------------------------------
+#: config nodes that read a credential themselves (through a `*_env` setting): the advice names theirs
+_COMPONENTS = ("llm", "judge_llm", "retriever", "service", "serve", "logger", "embedder", "reranker")
+_KEPT = "it would stay in Hydra's .hydra/ files, W&B's run files and sweep folder names"
+KEPT_IN_CONFIG = "it would stay in every copy of the config: .hydra/, config.json, W&B's run files"
+
+
+def _component(parts: list[str]) -> str:
+    """The config node a setting belongs to: `llm.extra_body.api_key` -> `llm`, `backend.service.host` ->
+    `backend.service`, `judge.llm.base_url` -> `judge.llm`."""
+    for i in range(len(parts) - 1, -1, -1):
+        if parts[i] in _COMPONENTS:
+            return ".".join(parts[: i + 1])
+    return parts[0] if parts else ""
+
+
+def advice(name: str, password: bool = False) -> str:
+    """Where a credential for setting `name` goes instead: the variable (or file) its component names."""
+    parts = str(name).lstrip("+~").split(".")
+    node = _component(parts[:-1])
+    leaf = node.rsplit(".", 1)[-1]
+    if "env_set" in parts:
+        return f"export {parts[-1]} in the shell (a SLURM job inherits it) instead of setting it in the config"
+    if leaf == "logger" or parts[0] == "wandb":
+        return "export WANDB_API_KEY (or run `wandb login`, which keeps it in ~/.netrc)"
+    if leaf in ("retriever", "service") and password:
+        return (f"export the user and password and name the variables: {node}.user_env=<VAR> "
+                f"{node}.password_env=<VAR> ({node}.access=basic), or name a netrc file: {node}.netrc_file=~/.netrc")
+    if leaf in ("llm", "judge_llm", "serve", "retriever", "service"):
+        return f"export it and name the variable: {node}.api_key_env=<VAR>"
+    return "export it as an environment variable and give the variable's name to the component's *_env setting"
+
+
+def value_problem(name: str, value: Any, kept: str = _KEPT) -> str | None:
+    """Why setting `name` may not hold `value` (one line, never the value), or None; `kept` says where it would
+    have stayed."""
+    name = str(name).lstrip("+~")
+    if value is None or (isinstance(value, str) and value.strip().lower() in ("", "null", "none")):
+        return None
+    text = str(value)
+    if is_secret_name(name):
+        return f"{name}: a secret is never given by value ({kept}); {advice(name, _is_password(name))}"
+    if is_reference_name(name):
+        names = [v for v in re.split(r"[,\s\[\]()]+", text) if v and v not in ("choice", "null")]
+        if not all(_VARIABLE_NAME.match(v) and not key_shape(v) for v in names):
+            return (f"{name} takes the name of an environment variable, not a value: export the value as a "
+                    f"variable and give its name ({name}=OPENAI_API_KEY, say)")
+        return None
+    structured = text.lstrip().startswith(("{", "["))  # `+llm.extra_body={api_key: ...}`
+    inner = next((m.group("name") for m in _ASSIGNMENT.finditer(text) if structured
+                  and is_secret_name(m.group("name")) and is_secret_value(m.group("value"))), None)
+    if inner:
+        return (f"{name}.{inner}: a secret is never given by value ({kept}); "
+                f"{advice(f'{name}.{inner}', _is_password(inner))}")
+    if has_url_credentials(text):
+        return (f"{name}: the URL carries credentials (user:password@; {kept}); give the URL without them, and "
+                f"the credentials by reference: {advice(name, password=True)}")
+    what = key_shape(text)
+    if what:
+        return f"{name}: the value looks like {what} ({kept}); {advice(name)}"
+    return None
+
+
+def _is_password(name: str) -> bool:
+    return bool(set(_words(name.rsplit(".", 1)[-1])) & {"password", "passwd", "pwd", "passphrase"})
+
+
+def secret_arguments(argv: Iterable[str]) -> list[str]:
+    """One line per command-line argument that carries a secret (`+llm.extra_body.api_key=...`,
+    `backend.service.host=https://user:pass@host`, `llm.model=sk-...`, `llm.api_key_env=sk-...`)."""
+    lines: list[str] = []
+    for arg in argv:
+        arg = str(arg)
+        name, eq, value = arg.partition("=")
+        problem = None
+        if eq and not name.startswith("-"):
+            problem = value_problem(name.strip(), value.strip().strip("'\""))
+        elif has_url_credentials(arg) or key_shape(arg):  # a flag's value (`--config-dir=...`) or a bare word
+            what = key_shape(arg) or "a URL with credentials"
+            problem = f"an argument holds {what} ({_KEPT}); {advice('')}"
+        if problem:
+            lines.append(problem)
+    return lines
+
+
+def refuse_secret_arguments(argv: Iterable[str] | None = None) -> None:
+    """Every entry point's first act: a command line that carries a secret ends here, exit status 2, one line per
+    argument saying which variable to set instead, before Hydra, a logger or a folder name sees it."""
+    lines = secret_arguments(sys.argv[1:] if argv is None else argv)
+    if lines:
+        for line in lines:
+            print(f"ConfigError: refused: {line}", file=sys.stderr)
+        sys.exit(2)
+
+
+# -- masking what slips through -----------------------------------------------------------------------------
 def redact(obj: Any) -> Any:
     """A copy of a (nested) config dict with secret-looking values and URL credentials masked."""
     if isinstance(obj, dict):
@@ -47,7 +212,7 @@ def redact(obj: Any) -> Any:
     if isinstance(obj, list):
         return [redact(v) for v in obj]
     if isinstance(obj, str):
-        return mask_url(obj)
+        return mask_shapes(mask_url(obj))
     return obj
 
 
@@ -56,6 +221,16 @@ def mask_url(text: str) -> str:
     return _URL_CREDENTIALS.sub(lambda m: f"{m.group('scheme')}{MASK}@", str(text))
 
 
+def mask_shapes(text: str) -> str:
+    """Values shaped like known keys (`sk-...`, `pcsk_...`) -> `***`."""
+    for _, pattern in KEY_SHAPES:
+        text = pattern.sub(MASK, text)
+    return text
+
+
+#: `name=value` (overrides, folder names), `name: value` (YAML, logs) and `"name": "value"` (JSON)
+_ASSIGNMENT = re.compile(r"(?P<name>[A-Za-z0-9_.+\-~]+?)(?P<sep>=|:[ \t]+|\"[ \t]*:[ \t]*\")"
+                         r"(?P<quote>['\"]?)(?P<value>[^\s,'\"\]\}]+)")
 #: what may follow a YAML-style `name: value` for the value to be the setting's value (end of line, a flow
 #: mapping's `,` / `}` / `]`, a comment): `retriever.api_key: PineconeRetriever takes no argument` is a sentence
 _YAML_VALUE_END = re.compile(r"[ \t]*($|[\n\r,}\]#])")
@@ -64,15 +239,18 @@ _YAML_VALUE_END = re.compile(r"[ \t]*($|[\n\r,}\]#])")
 def _mask_assignment(match: re.Match) -> str:
     if not (is_secret_name(match.group("name")) and is_secret_value(match.group("value"))):
         return match.group(0)
-    sep = match.group("sep")
-    if sep.startswith(":") and not match.group("quote") and not _YAML_VALUE_END.match(match.string, match.end()):
-        return match.group(0)  # the words of a message after a setting's name, not its value
-    return f"{match.group('name')}{sep}{match.group('quote')}{MASK}"
+    sep, quote = match.group("sep"), match.group("quote")
+    if sep.startswith(":") and not quote:
+        if not _YAML_VALUE_END.match(match.string, match.end()):
+            return match.group(0)  # the words of a message after a setting's name, not its value
+        return f"{match.group('name')}{sep}'{MASK}'"  # a plain `***` would be a YAML alias: quoted, it parses
+    return f"{match.group('name')}{sep}{quote}{MASK}"
 
 
 def mask_text(text: str, known: Iterable[str] = ()) -> str:
-    """Mask secrets in free text: key-like assignments, URL credentials and any `known` secret value."""
-    out = _ASSIGNMENT.sub(_mask_assignment, mask_url(str(text)))
+    """Mask secrets in free text: key-like assignments, URL credentials, key-shaped values and any `known`
+    secret value."""
+    out = _ASSIGNMENT.sub(_mask_assignment, mask_shapes(mask_url(str(text))))
     for value in sorted(set(known), key=len, reverse=True):
         if len(value) >= 4:
             out = out.replace(value, MASK)

@@ -66,7 +66,9 @@ class Dataset:
         ids = [q.id for q in questions]
         if len(set(ids)) != len(ids):
             dupes = sorted({i for i in ids if ids.count(i) > 1})[:5]
-            raise ValueError(f"dataset {self.name}: duplicate question ids {dupes}")
+            where = getattr(self.loader, "path", None) or self.name
+            raise DataError(f"{where}: duplicate question ids {dupes} (dataset.questions.path of dataset "
+                            f"{self.name}; each question needs its own id)")
         if self.offset >= len(questions):
             raise ValueError(f"dataset {self.name}: dataset.offset={self.offset} skips all {len(questions)} "
                              f"questions of {self.loader.path}")

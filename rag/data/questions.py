@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from rag.core.errors import DataError
-from rag.core.io import iter_jsonl, iter_jsonl_numbered, open_text
+from rag.core.io import iter_jsonl_numbered, open_text
 from rag.data.ids import paragraph_doc_id
 from rag.data.paths import resolve_data_file
 from rag.records import Question
@@ -168,11 +168,16 @@ class LiveRagQuestions(QuestionLoader):
     def load(self) -> list[Question]:
         file = self.file()
         out: list[Question] = []
-        for line_no, row in enumerate(iter_jsonl(file), start=1):
+        first_line: dict[str, int] = {}
+        for line_no, row in iter_jsonl_numbered(file):
             if "question" not in row or "id" not in row:
-                raise DataError(f"{file}: record {line_no} lacks 'id' or 'question'")
-            self._check(Question(id=str(row["id"]), question=str(row["question"]).strip()),
-                        f"{file}: record {line_no}", out)
+                raise DataError(f"{file}:{line_no}: record lacks 'id' or 'question'")
+            qid = str(row["id"])
+            if qid in first_line:  # the submission names answers by id: two questions cannot share one
+                raise DataError(f"{file}:{line_no}: duplicate question id {row['id']!r} (first at line "
+                                f"{first_line[qid]})")
+            first_line[qid] = line_no
+            self._check(Question(id=qid, question=str(row["question"]).strip()), f"{file}:{line_no}", out)
         return out
 
 

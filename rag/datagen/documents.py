@@ -44,7 +44,7 @@ class DocumentPool:
     def __init__(self, corpus: JsonlCorpus, min_words: int = 80, max_prompt_words: int = 400,
                  query_words: int = 64, max_jaccard: float = 0.6):
         if min_words < 1 or max_prompt_words < 1:
-            raise DataError("datagen.documents.min_words and max_prompt_words must be positive")
+            raise DataError("documents.min_words and documents.max_prompt_words must be positive")
         self.corpus = corpus
         self.min_words, self.max_prompt_words = min_words, max_prompt_words
         self.query_words, self.max_jaccard = query_words, max_jaccard
@@ -62,7 +62,7 @@ class DocumentPool:
         if not self.eligible:
             longest = max(d.n_words for d in self.documents)
             raise DataError(f"{file}: no document has at least {min_words} words (the longest has {longest}); "
-                            f"documents are too short for a pair; lower datagen.documents.min_words")
+                            f"documents are too short for a pair; lower documents.min_words")
         log.info("corpus %s: %d documents, %d with at least %d words", file, len(self.documents),
                  len(self.eligible), min_words)
 

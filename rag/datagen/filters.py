@@ -86,13 +86,13 @@ class Filters:
         spec = dict(spec or {})
         unknown = set(spec) - set(FILTER_ORDER)
         if unknown:
-            raise ConfigError(f"datagen.filters: unknown filter(s) {sorted(unknown)}; known: {list(FILTER_ORDER)}")
+            raise ConfigError(f"filters: unknown filter(s) {sorted(unknown)}; known: {list(FILTER_ORDER)}")
         self.spec = {name: dict(spec.get(name) or {}) for name in FILTER_ORDER}
         self.enabled = [n for n in FILTER_ORDER if self.spec[n].get("enabled", True)]
         try:
             self.patterns = [re.compile(p, re.I) for p in self.spec["phrasing"].get("patterns") or DEFAULT_PATTERNS]
         except re.error as err:
-            raise ConfigError(f"datagen.filters.phrasing.patterns: bad regular expression ({err})") from None
+            raise ConfigError(f"filters.phrasing.patterns: bad regular expression ({err})") from None
         length = self.spec["length"]
         self.question_words = self._bounds(length.get("question_words", (4, 60)), "question_words")
         self.answer_words = self._bounds(length.get("answer_words", (1, 150)), "answer_words")
@@ -105,9 +105,9 @@ class Filters:
         try:
             low, high = (int(v) for v in value)
         except (TypeError, ValueError):
-            raise ConfigError(f"datagen.filters.length.{name}: expected [min, max] words, got {value!r}") from None
+            raise ConfigError(f"filters.length.{name}: expected [min, max] words, got {value!r}") from None
         if not 0 <= low <= high:
-            raise ConfigError(f"datagen.filters.length.{name}: need 0 <= min <= max, got [{low}, {high}]")
+            raise ConfigError(f"filters.length.{name}: need 0 <= min <= max, got [{low}, {high}]")
         return low, high
 
     def _apply(self, name: str, candidates: list[Candidate], passes) -> list[Candidate]:

@@ -82,9 +82,9 @@ class GenerationSettings:
     def check(self) -> None:
         for name in ("candidates_per_pair", "max_attempts", "batch_pairs", "max_tokens"):
             if int(getattr(self, name)) < 1:
-                raise ConfigError(f"datagen.generation.{name} must be >= 1, got {getattr(self, name)}")
+                raise ConfigError(f"generation.{name} must be >= 1, got {getattr(self, name)}")
         if self.max_slots_factor < 1:
-            raise ConfigError(f"datagen.generation.max_slots_factor must be >= 1, got {self.max_slots_factor}")
+            raise ConfigError(f"generation.max_slots_factor must be >= 1, got {self.max_slots_factor}")
 
 
 def _seed(*parts: int) -> int:
@@ -103,7 +103,7 @@ class DataGenerator:
                  prepare_retriever: Callable[[], None] | None, embedder: Embedder | None, n: int, seed: int,
                  journal_path: Path, fingerprint: str):
         if n < 1:
-            raise ConfigError(f"datagen n must be >= 1, got {n}")
+            raise ConfigError(f"n must be >= 1, got {n}")
         settings.check()
         if categories.multi_doc_probability > 0 and len(pool.eligible) < 2:
             raise ConfigError(f"categories={categories.name}: multi-document categories need two documents of at "

@@ -86,7 +86,7 @@ def generate(cfg: DictConfig) -> dict[str, Any]:
     try:
         settings = GenerationSettings(**gen)
     except TypeError as err:
-        raise ConfigError(f"datagen.generation: {err}".replace("__init__()", "setting")) from None
+        raise ConfigError(f"generation: {err}".replace("__init__()", "setting")) from None
     settings.check()
     corpus_path = resolve_corpus(cfg.corpus, data_dir)
     corpus = JsonlCorpus(path=str(corpus_path), data_dir=None, chunk_words=int(cfg.documents.chunk_words),
@@ -147,6 +147,11 @@ def main(cfg: DictConfig) -> None:
         log.error("%s: %s", type(err).__name__, err)
         sys.exit(2)
     out = Path(str(cfg.out)).expanduser().resolve()
+    if not report["obtained_pairs"]:  # no dataset to run: say why, never suggest a rag.main command that fails
+        log.error("DataError: 0 of %d pairs survived generation and the filters; %s counts what each step "
+                  "rejected (e.g. lower documents.min_words, or relax filters.*)", report["requested_pairs"],
+                  out / "report.md")
+        sys.exit(2)
     print(f"\n{report['obtained_pairs']} of {report['requested_pairs']} pairs -> {out / QA_FILE}\n"
           f"report: {out / 'report.md'}\nrun it: python -m rag.main dataset=liverag_dev paths.data_dir={out}",
           flush=True)

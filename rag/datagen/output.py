@@ -66,7 +66,7 @@ def place_corpus(source: Path, out: Path, mode: str, id_field: str, text_field: 
     A corpus that is not gzipped or names its fields differently is rewritten (atomically) in that shape.
     """
     if mode not in ("symlink", "copy"):
-        raise ValueError(f"datagen.corpus_placement must be symlink or copy, got {mode!r}")
+        raise ValueError(f"corpus_placement must be symlink or copy, got {mode!r}")
     target = out / CORPUS_FILE
     target.parent.mkdir(parents=True, exist_ok=True)
     source = source.resolve()

@@ -28,9 +28,11 @@ import os
 import random
 import shutil
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
+from rag.core.errors import MissingDataError
 from rag.core.hashing import slug, stable_hash
 from rag.core.models import resolve_model_dir
 
@@ -104,6 +106,8 @@ class Embedder:
         self.encoded_passages = 0
         self.encoded_queries = 0
         self.model_loads = 0
+        #: where this embedder's settings live (`retriever.embedder`), for error messages
+        self.setting = "embedder"
 
     @property
     def needs_calibration(self) -> bool:
@@ -161,7 +165,7 @@ class Embedder:
                     import torch
 
                     kwargs["model_kwargs"] = {"dtype": getattr(torch, self.dtype)}
-                self._model = SentenceTransformer(self.location, device=self.device, **kwargs)
+                self._model = self._load(SentenceTransformer, kwargs)
             else:
                 folder, file_name = self.exported()
                 self._model = SentenceTransformer(str(folder), device=self.device, backend=self.backend,
@@ -170,6 +174,21 @@ class Embedder:
                 self._model.max_seq_length = self.max_seq_length
             self.model_loads += 1
         return self._model
+
+    def _load(self, sentence_transformer: Any, kwargs: dict[str, Any]) -> Any:
+        """The model from its folder or the Hugging Face cache; one that is in neither (downloads off, as on
+        compute nodes and here) is one line naming the setting to point at a local copy, not transformers'
+        chained OSError traceback."""
+        try:
+            return sentence_transformer(self.location, device=self.device, **kwargs)
+        except OSError as err:
+            if Path(str(self.location)).expanduser().is_dir():
+                raise
+            offline = " with downloads off (HF_HUB_OFFLINE=1)" if os.environ.get("HF_HUB_OFFLINE") == "1" else ""
+            raise MissingDataError(
+                f"{self.setting}.model={self.name}: no local copy (not a folder, not in the Hugging Face "
+                f"cache{offline}); download it once (`hf download {self.name}`) or set {self.setting}.model_path "
+                f"to a local copy ({type(err).__name__})") from None
 
     def exported(self) -> tuple[Path, str]:
         """The ONNX/OpenVINO export of the local model folder (made once, cached) and the file to load."""

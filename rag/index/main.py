@@ -65,6 +65,8 @@ def make_backend(cfg: DictConfig) -> Any:
     ix = cfg.index
     if kind in REMOTE:
         retriever = instantiate(service_config(cfg, kind))
+        if getattr(retriever, "embedder", None) is not None and str(cfg.retriever.get("_target_", "")) != REMOTE[kind]:
+            retriever.embedder.setting = "backend.service.embedder"
         if kind == "opensearch":
             from rag.index.opensearch import OpenSearchIngest
 

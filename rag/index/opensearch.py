@@ -16,7 +16,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from rag.core.retry import call_with_retries
+from rag.core.retry import AttemptCounter, call_with_retries
 from rag.index.ingest import ingest_part
 from rag.index.plan import BuildFolder, Part
 from rag.index.sources import SourcePassage
@@ -62,13 +62,15 @@ class OpenSearchIngest:
                 "mappings": {"properties": properties}}
 
     def _call(self, call: Any, what: str) -> Any:
+        sent = AttemptCounter()
         try:
             return call_with_retries(call, self.max_retries, is_retryable, self.backoff_initial_s,
-                                     self.backoff_max_s)
+                                     self.backoff_max_s, on_attempt=sent)
         except OpenSearchServiceError:
             raise
         except Exception as err:  # noqa: BLE001 - explained in one line, as the retriever does
-            raise OpenSearchServiceError(f"backend=opensearch: {what}: {self.retriever.explain(err)}") from None
+            raise OpenSearchServiceError(f"backend=opensearch: {what}: "
+                                         f"{self.retriever.explain(err, sent.said())}") from None
 
     def prepare(self, folder: BuildFolder, plan: Any) -> None:
         """Connect once and create the index if it does not exist (under the plan's lock: once per build)."""

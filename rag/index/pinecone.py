@@ -21,9 +21,8 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from tenacity import Retrying, retry_if_exception, stop_after_attempt, wait_exponential_jitter
-
 from rag.core.errors import DataError
+from rag.core.retry import AttemptCounter, call_with_retries
 from rag.index.ingest import ingest_part
 from rag.index.plan import BuildFolder, Part
 from rag.index.sources import SourcePassage, where
@@ -113,15 +112,13 @@ class PineconeIngest:
         r = self.retriever
         index = r.connect()
         records = self.records(batch)
-        retrying = Retrying(stop=stop_after_attempt(self.max_retries + 1), reraise=True,
-                            wait=wait_exponential_jitter(initial=self.backoff_initial_s, max=self.backoff_max_s),
-                            retry=retry_if_exception(is_retryable))
+        sent = AttemptCounter()
         try:
-            for attempt in retrying:
-                with attempt:
-                    response = index.upsert(vectors=records, namespace=r.namespace)
+            response = call_with_retries(lambda: index.upsert(vectors=records, namespace=r.namespace),
+                                         self.max_retries, is_retryable, self.backoff_initial_s, self.backoff_max_s,
+                                         on_attempt=sent)
         except Exception as err:  # noqa: BLE001 - one line naming the host, as the retriever's errors do
-            raise PineconeServiceError(r.explain(err, f"upsert of {len(records)} vectors")) from None
+            raise PineconeServiceError(r.explain(err, f"upsert of {len(records)} vectors", sent.said())) from None
         upserted = _get(response, "upserted_count")
         if upserted is not None and int(upserted) != len(records):
             raise PineconeServiceError(f"backend=pinecone: {r._where()} upserted {upserted} of {len(records)} "

@@ -96,10 +96,13 @@ def evaluate_records(judge_cfg: Any, records: Sequence[AnswerRecord], run_dir: s
     repeats, temperature = repeat_settings(settings)
     noise: list[Noise] = []
     try:
-        for judge in judges:
+        for key, judge in zip(judge_nodes(judge_cfg), judges):
             engine = None
             if judge.llm is not None:
-                engine = factory.get(judge.llm, release_others=bool(settings.get("release_generator", False)))
+                # errors name the setting that configures it: judge.llm, or the judge's own judge.<key>.llm
+                setting = "judge.llm" if to_plain(judge.llm) == settings.get("llm") else f"judge.{key}.llm"
+                engine = factory.get(judge.llm, release_others=bool(settings.get("release_generator", False)),
+                                     setting=setting)
             log.info("judge %s (%s) with %s on %d records", judge.name, type(judge).__name__,
                      engine.model if engine else "no LLM", len(records))
             metrics.update(judge.evaluate(records, engine, ctx))

@@ -47,8 +47,16 @@ def live_day(cfg: DictConfig) -> int:
         if day is not None:
             day.close()
     print(f"submission: {summary['submission']} ({summary['questions']} answers, per rung {summary['per_rung']}, "
-          f"{'on time' if summary['on_time'] else 'LATE'} by {summary['margin_s']:.0f} s)")
+          f"{timing(summary)})")
     return 0
+
+
+def timing(summary: dict) -> str:
+    """`on time, 120 s before the deadline` or `LATE, 4 s after the deadline` (never `LATE by -4 s`)."""
+    margin = float(summary["margin_s"])
+    if summary["on_time"]:
+        return f"on time, {margin:.0f} s before the deadline"
+    return f"LATE, {abs(margin):.0f} s after the deadline"
 
 
 @hydra.main(version_base="1.3", config_path=str(CONF_DIR), config_name="live")
@@ -61,6 +69,9 @@ def main(cfg: DictConfig) -> None:
 
 
 if __name__ == "__main__":
+    from rag.core.entry import guard_command_line
+
+    guard_command_line("live")
     if any(arg in ("-m", "--multirun") for arg in sys.argv[1:]):  # before Hydra's sweeper checks any cell
         print(MULTIRUN_REFUSED, file=sys.stderr)
         sys.exit(2)

@@ -21,7 +21,7 @@ import os
 from typing import Any
 
 from rag.core.errors import ServiceError
-from rag.core.retry import call_with_retries
+from rag.core.retry import AttemptCounter, call_with_retries
 from rag.llm.base import Completion, LLMRequest
 from rag.llm.cache import ResponseCache
 from rag.llm.hosted import ConcurrentAPIEngine, EndpointUnreachableError, ResolvedModel, ServedModels
@@ -163,29 +163,31 @@ class AnthropicEngine(ConcurrentAPIEngine):
             kwargs["extra_body"] = extra
         return kwargs
 
-    def _explain(self, err: BaseException) -> str:
+    def _explain(self, err: BaseException, attempts: str = "") -> str:
+        """One line: what failed, after how many requests really sent (`attempts`)."""
         status = getattr(err, "status_code", None)
         where = self.base_url or "api.anthropic.com"
+        after = f" after {attempts}" if attempts else ""
         if status in (401, 403):
             return f"llm=anthropic: {where} refused the key in {self.api_key_env} (HTTP {status})"
         if isinstance(status, int):
             message = " ".join(str(getattr(err, "message", err)).split())[:300]
-            tries = f" after {self.max_retries + 1} attempts" if is_retryable(err) else ""
-            return f"llm=anthropic: {self.model} request failed with HTTP {status}{tries}: {message}"
-        return f"llm=anthropic: cannot reach {where} after {self.max_retries + 1} attempts ({type(err).__name__})"
+            return f"llm=anthropic: {self.model} request failed with HTTP {status}{after}: {message}"
+        return f"llm=anthropic: cannot reach {where}{after} ({type(err).__name__})"
 
     def _call(self, request: LLMRequest) -> Completion:
         body = self.build_payload(request)
         client = self.client
         kwargs = self._create_kwargs(client.messages.create, body)
+        sent = AttemptCounter(then=self.count_attempt)
         try:
             resp = call_with_retries(lambda: client.messages.create(**kwargs), self.max_retries, is_retryable,
-                                     self.backoff_initial_s, self.backoff_max_s, on_attempt=self.count_attempt)
+                                     self.backoff_initial_s, self.backoff_max_s, on_attempt=sent)
         except Exception as err:
             import anthropic
 
             if isinstance(err, anthropic.APIError):
-                raise AnthropicEngineError(self._explain(err)) from None
+                raise AnthropicEngineError(self._explain(err, sent.said())) from None
             raise
         text = "".join(getattr(block, "text", "") for block in resp.content if block.type == "text")
         usage = resp.usage

@@ -119,6 +119,9 @@ class LLMEngine(ABC):
     supports_logprobs: bool = False
     #: re-asks of an empty completion within one call (remote engines: `EMPTY_RETRIES`)
     empty_retries: int = 0
+    #: the config path of this engine's settings, for error messages (`judge.llm` for a judges' engine); set by
+    #: `EngineFactory.get`
+    setting: str = "llm"
 
     def __init__(self, model: str, chat_format: str = "auto", cache: ResponseCache | None = None,
                  supports_json_schema: bool = False):

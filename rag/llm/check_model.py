@@ -53,4 +53,7 @@ def main(cfg: DictConfig) -> None:
 
 
 if __name__ == "__main__":
+    from rag.core.entry import guard_command_line
+
+    guard_command_line("check_model")
     main()

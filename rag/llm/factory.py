@@ -102,14 +102,16 @@ class EngineFactory:
         #: (RSS bytes before, after) of this process and its children, per `release` that closed an engine
         self.release_rss: list[tuple[int | None, int | None]] = []
 
-    def get(self, llm_cfg: Any, release_others: bool = False) -> LLMEngine:
+    def get(self, llm_cfg: Any, release_others: bool = False, setting: str = "llm") -> LLMEngine:
         """The engine for `llm_cfg`, built on first use. With `release_others`, a new model first frees the
-        memory of every engine held (they reload lazily if asked again)."""
+        memory of every engine held (they reload lazily if asked again). `setting` is where its config lives
+        (`judge.llm`): its errors name that path; an engine shared with an earlier caller keeps its first."""
         key = llm_key(llm_cfg)
         if key not in self._engines:
             if release_others:
                 self.release(keep=key)
             self._engines[key] = build_engine(llm_cfg, self.cache)
+            self._engines[key].setting = setting
             self._owned.add(key)
         return self._engines[key]
 

@@ -17,7 +17,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from rag.core.errors import ConfigError, ServiceError
-from rag.core.retry import call_with_retries
+from rag.core.retry import AttemptCounter, call_with_retries
 from rag.core.secrets import mask_url
 from rag.llm.base import Completion, LLMRequest
 from rag.llm.cache import ResponseCache
@@ -250,9 +250,9 @@ class OpenAICompatibleEngine(ConcurrentAPIEngine):
                 return
             except httpx.HTTPError as err:
                 reason = f"{type(err).__name__}: {err}".splitlines()[0]
-        raise ServiceError(f"llm: the OpenAI-compatible endpoint {mask_url(self.base_url)} cannot be reached "
-                           f"({reason}; {len(self.ENDPOINT_CHECK_DELAYS)} attempts); start the server or "
-                           f"correct llm.base_url")
+        raise ServiceError(f"{self.setting}: the OpenAI-compatible endpoint {mask_url(self.base_url)} cannot be "
+                           f"reached ({reason}; {len(self.ENDPOINT_CHECK_DELAYS)} attempts); start the server or "
+                           f"correct {self.setting}.base_url")
 
     def where(self) -> str:
         return mask_url(self.base_url)
@@ -268,7 +268,7 @@ class OpenAICompatibleEngine(ConcurrentAPIEngine):
             models = list(client.models.list())
         except (openai.APIConnectionError, openai.APITimeoutError) as err:
             raise EndpointUnreachableError(f"llm endpoint {self.where()} cannot be reached to list its models "
-                                           f"({type(err).__name__}); start the server or correct llm.base_url") from None
+                                           f"({type(err).__name__}); start the server or correct {self.setting}.base_url") from None
         except openai.APIStatusError as err:
             refused = f"refused the key in {self.api_key_env}" if err.status_code in (401, 403) else "failed"
             message = " ".join(str(getattr(err, "message", "") or err).split())[:200]
@@ -351,23 +351,28 @@ class OpenAICompatibleEngine(ConcurrentAPIEngine):
         subclass that knows its server is gone (rag.llm.served) says no at once."""
         return _retryable(err)
 
-    def service_error(self, err: BaseException) -> BaseException:
-        """A failed request as one line naming the endpoint (credentials masked), the model and the setting to
-        change; errors that are not the API's own come back unchanged."""
+    def service_error(self, err: BaseException, attempts: str = "") -> BaseException:
+        """A failed request as one line naming the endpoint (credentials masked), the model, how many requests
+        were sent (`attempts`, e.g. `1 attempt`) and the setting to change, under this engine's config path
+        (`judge.llm.base_url` for the judges' engine); errors that are not the API's own come back unchanged."""
         import openai
 
-        where = f"llm endpoint {mask_url(self.base_url)} (model {self.model})"
-        attempts = f"{self.max_retries + 1} attempt(s)"
+        where = f"{self.setting} endpoint {mask_url(self.base_url)} (model {self.model})"
+        after = f" after {attempts}" if attempts else ""
+        s = self.setting
         if isinstance(err, openai.APITimeoutError):
-            return ServiceError(f"{where}: no answer within llm.timeout_s={self.timeout_s:g} s after {attempts}; "
-                                f"raise llm.timeout_s (or judge.<name>.llm.timeout_s for a judge's engine), lower "
-                                f"llm.concurrency, or check the server")
+            return ServiceError(f"{where}: no answer within {s}.timeout_s={self.timeout_s:g} s{after}; raise "
+                                f"{s}.timeout_s, lower {s}.concurrency, or check the server")
         if isinstance(err, openai.APIConnectionError):
-            return ServiceError(f"{where}: connection failed after {attempts} ({err}); is the server still "
-                                f"running? (llm.base_url)")
+            return ServiceError(f"{where}: connection failed{after} ({err}); is the server still running? "
+                                f"({s}.base_url)")
         if isinstance(err, openai.APIStatusError):
             message = " ".join(str(getattr(err, "message", "") or err).split())[:300]
-            return ServiceError(f"{where}: HTTP {err.status_code} after {attempts}: {message}")
+            if err.status_code in (401, 403):
+                key = f"the key in ${self.api_key_env}" if self.api_key_env else "no key"
+                return ServiceError(f"{where}: HTTP {err.status_code}{after}: the endpoint refused {key} "
+                                    f"({s}.api_key_env names the variable): {message}")
+            return ServiceError(f"{where}: HTTP {err.status_code}{after}: {message}")
         return err
 
     def _call(self, request: LLMRequest) -> Completion:
@@ -384,11 +389,11 @@ class OpenAICompatibleEngine(ConcurrentAPIEngine):
             resp = self.client.chat.completions.create(**kwargs, extra_body=extra or None)
             return resp, resp.choices[0].message.content or ""
 
+        sent = AttemptCounter(then=self.count_attempt)
         try:
-            resp, text = call_with_retries(once, self.max_retries, self.retryable, 1.0, 30.0,
-                                           on_attempt=self.count_attempt)
+            resp, text = call_with_retries(once, self.max_retries, self.retryable, 1.0, 30.0, on_attempt=sent)
         except Exception as err:
-            raise self.service_error(err) from None
+            raise self.service_error(err, sent.said()) from None
         usage = resp.usage
         return Completion(text=text.strip(), prompt_tokens=getattr(usage, "prompt_tokens", 0) or 0,
                           completion_tokens=getattr(usage, "completion_tokens", 0) or 0,

@@ -528,6 +528,9 @@ def main(cfg: DictConfig) -> None:
 if __name__ == "__main__":
     if sys.argv[1:2] == ["--job"]:  # the job itself (start_local): its spec file, written by `start`
         sys.exit(run_server(json.loads(Path(sys.argv[2]).read_text(encoding="utf-8"))))
+    from rag.core.entry import guard_command_line
+
+    guard_command_line("serve")
     install_log_masking()
     add_known_secrets(secrets_in_overrides(sys.argv[1:]))
     main()

@@ -394,14 +394,14 @@ class ServedVLLMEngine(OpenAICompatibleEngine):
             return False
         return super().retryable(err)
 
-    def service_error(self, err: BaseException) -> BaseException:
+    def service_error(self, err: BaseException, attempts: str = "") -> BaseException:
         import openai
 
         if isinstance(err, (openai.APIConnectionError, openai.APITimeoutError)):
             reason = self.gone_reason()
             if reason:
                 return self.gone_error(reason)
-        return super().service_error(err)
+        return super().service_error(err, attempts)
 
 
 def check_served_settings(settings: dict[str, Any], endpoint: Endpoint) -> None:

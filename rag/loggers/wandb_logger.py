@@ -61,7 +61,9 @@ def swept_keys_of(sweep_dir: Path) -> set[str] | None:
     from hydra.core.override_parser.overrides_parser import OverridesParser
     from omegaconf import OmegaConf
 
-    task = OmegaConf.select(OmegaConf.load(path), "hydra.overrides.task", default=None) or []
+    from rag.sweep.cells import read_yaml
+
+    task = OmegaConf.select(OmegaConf.create(read_yaml(path)), "hydra.overrides.task", default=None) or []
     parsed = OverridesParser.create().parse_overrides([str(o) for o in task])
     return {o.get_key_element().lstrip("+~") for o in parsed if o.is_sweep_override()}
 

@@ -261,8 +261,13 @@ def ensure_report(sweep_dir: str | Path, **kwargs: Any) -> Report:
 
 def report_after_sweep(sweep_dir: str | Path) -> Report | None:
     """For the sweep-summary callback: write the report, log (never raise) when it fails."""
+    from rag.core.errors import ONE_LINE_ERRORS
+
     try:
         report = ensure_report(sweep_dir)
+    except ONE_LINE_ERRORS as err:  # e.g. no cell finished: said in one line, the failed cells said why
+        log.warning("sweep report not written: %s", str(err).splitlines()[0])
+        return None
     except Exception:  # noqa: BLE001 - the sweep's results are on disk; the report can be rebuilt by hand
         log.exception("sweep report failed; rerun `python -m rag.report %s`", sweep_dir)
         return None

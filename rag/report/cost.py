@@ -2,9 +2,11 @@
 
 Two costs, named apart. What a strategy *needs* per question comes from its answers (`steps.llm_calls` of
 multi-step strategies, else one request per answer that has a prompt): the same whether the answers were made
-now, come from the response cache or were resumed from an earlier run. What *this run* paid comes from its
-metrics.json (the generator's engine only; judges run afterwards and are not counted): requests are fresh calls
-plus response-cache hits, tokens and LLM seconds fresh calls only, so a rerun of a finished sweep pays nothing.
+now, come from the response cache or were resumed from an earlier run. What producing the answers *measured*
+comes from metrics.json (the generator's engine only; judges run afterwards and are not counted): requests are
+fresh calls plus response-cache hits, tokens and LLM seconds fresh calls only. metrics.json keeps the work that
+produced a folder's answers: a rerun that resumes them records its own (cache hits) in `work_history.jsonl`
+(`rag.folders.measured_work`), so rebuilding the report after a rerun gives the same figures.
 Generation seconds are the wall time of the generate stage.
 """
 
@@ -36,7 +38,7 @@ class StrategyCost:
         fresh = max(1, self.fresh_calls)
         return {"strategy": self.strategy, "runs": self.runs, "questions": self.questions,
                 "llm_requests_needed_per_q": round(self.needed_calls / q, 3),
-                "llm_requests_this_run_per_q": round(self.requests / q, 3),
+                "llm_requests_measured_per_q": round(self.requests / q, 3),
                 "fresh_calls_per_q": round(self.fresh_calls / q, 3),
                 "prompt_tokens_per_call": round(self.prompt_tokens / fresh, 1) if self.fresh_calls else None,
                 "completion_tokens_per_call": round(self.completion_tokens / fresh, 1) if self.fresh_calls else None,

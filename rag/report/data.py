@@ -283,11 +283,13 @@ def read_latency(path: Path) -> dict[str, Any]:
 def _hydra_choices(run_dir: Path) -> dict[str, str]:
     import yaml
 
+    from rag.sweep.cells import read_yaml
+
     path = run_dir / ".hydra" / "hydra.yaml"
     if not path.is_file():
         return {}
     try:
-        hydra = (yaml.safe_load(path.read_text(encoding="utf-8")) or {}).get("hydra", {})
+        hydra = (read_yaml(path) or {}).get("hydra", {})
     except yaml.YAMLError:
         return {}
     choices = (hydra.get("runtime") or {}).get("choices") or {}

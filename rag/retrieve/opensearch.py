@@ -6,7 +6,9 @@ BM25 `match` queries on `text`, sent in batches through `_msearch`.
 
 Host, port, index and access mode come from the config, the host also from `$OPENSEARCH_HOST`. `access` is `aws`
 (SigV4 with boto3's credential chain: `aws_profile`, env keys, instance roles; boto3 imported only then),
-`basic` (user and password from the environment variables named in the config) or `none`. (The option is not
+`basic` (user and password from the environment variables named in the config, else from the netrc file named
+by `netrc_file`: its `machine <host>` entry, the file `curl --netrc-file` and `requests` read) or `none`. A
+secret never sits in the config itself: `rag.core.secrets` refuses a password or a URL with credentials there. (The option is not
 called `auth` because the config dump masks every `auth*` value as a secret.) The client's own retries are
 off: we retry rate limits (429), timeouts and server errors (5xx), whole requests or single failed items of a
 batch, with exponential backoff, and end in one `OpenSearchServiceError` that names the host or the variable.
@@ -14,6 +16,7 @@ batch, with exponential backoff, and end in one `OpenSearchServiceError` that na
 
 from __future__ import annotations
 
+import logging
 import os
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
@@ -21,11 +24,28 @@ from urllib.parse import urlsplit
 
 from rag.core.errors import ServiceError
 from rag.core.hashing import slug
-from rag.core.retry import call_with_retries
+from rag.core.retry import AttemptCounter, call_with_retries
 from rag.records import Passage, ScoredPassage
 from rag.retrieve.base import RemoteRetriever
 
 RETRYABLE_STATUS = frozenset({408, 429, 500, 502, 503, 504})
+
+
+class _NoTraceback(logging.Filter):
+    def filter(self, record: logging.LogRecord) -> bool:
+        record.exc_info, record.exc_text = None, None
+        return True
+
+
+def quiet_client_log() -> None:
+    """opensearch-py logs each failed attempt at WARNING with its chained urllib3 traceback (81-163 lines before
+    our one-line error). Our retries say the outcome in one line, so its logger keeps ERROR and above (unless
+    configured otherwise), without tracebacks."""
+    logger = logging.getLogger("opensearch")
+    if logger.level == logging.NOTSET:
+        logger.setLevel(logging.ERROR)
+    if not any(isinstance(f, _NoTraceback) for f in logger.filters):
+        logger.addFilter(_NoTraceback())
 
 
 class OpenSearchServiceError(ServiceError):
@@ -62,7 +82,8 @@ class OpenSearchRetriever(RemoteRetriever):
     def __init__(self, k: int = 20, index_name: str = "fineweb10bt-512-0w-e5-base-v2", host: str | None = None,
                  host_env: str | None = "OPENSEARCH_HOST", port: int | None = None, use_ssl: bool | None = None,
                  verify_certs: bool = True, access: str = "aws", user_env: str = "OPENSEARCH_USER",
-                 password_env: str = "OPENSEARCH_PASSWORD", aws_region: str = "us-east-1",
+                 password_env: str = "OPENSEARCH_PASSWORD", netrc_file: str | None = None,
+                 aws_region: str = "us-east-1",
                  aws_profile: str | None = None, aws_service: str = "es", field: str = "text",
                  doc_id_field: str = "doc_id", text_field: str = "text", title_field: str | None = None,
                  batch_size: int = 50, concurrency: int = 4, timeout_s: float = 30.0, max_retries: int = 3,
@@ -74,6 +95,7 @@ class OpenSearchRetriever(RemoteRetriever):
         self.host_setting, self.host_env = host, host_env
         self.port, self.use_ssl, self.verify_certs = port, use_ssl, verify_certs
         self.access, self.user_env, self.password_env = access, user_env, password_env
+        self.netrc_file = netrc_file
         self.aws_region, self.aws_profile, self.aws_service = aws_region, aws_profile, aws_service
         self.field, self.doc_id_field, self.text_field, self.title_field = field, doc_id_field, text_field, title_field
         self.batch_size, self.concurrency = max(1, batch_size), max(1, concurrency)
@@ -86,7 +108,7 @@ class OpenSearchRetriever(RemoteRetriever):
     def required_env(node: dict) -> list[str]:
         """Environment variables a run needs (checked by `rag.preflight` before any cell is launched)."""
         names = [] if node.get("host") else [node.get("host_env") or "OPENSEARCH_HOST"]
-        if node.get("access") == "basic":
+        if node.get("access") == "basic" and not node.get("netrc_file"):
             names += [node.get("user_env") or "OPENSEARCH_USER", node.get("password_env") or "OPENSEARCH_PASSWORD"]
         return names
 
@@ -119,10 +141,13 @@ class OpenSearchRetriever(RemoteRetriever):
             return None, Urllib3HttpConnection
         if self.access == "basic":
             missing = [v for v in (self.user_env, self.password_env) if not os.environ.get(v)]
-            if missing:
-                raise OpenSearchServiceError(
-                    f"retriever=opensearch: access=basic needs the environment variable(s) {', '.join(missing)}")
-            return (os.environ[self.user_env], os.environ[self.password_env]), Urllib3HttpConnection
+            if not missing:
+                return (os.environ[self.user_env], os.environ[self.password_env]), Urllib3HttpConnection
+            if self.netrc_file:
+                return self._netrc_credentials(), Urllib3HttpConnection
+            raise OpenSearchServiceError(
+                f"retriever=opensearch: access=basic needs the environment variable(s) {', '.join(missing)} "
+                f"(or a netrc file: retriever.netrc_file)")
         try:
             import boto3
         except ImportError:
@@ -142,6 +167,24 @@ class OpenSearchRetriever(RemoteRetriever):
                 "AWS_SECRET_ACCESS_KEY, or AWS_PROFILE / retriever.aws_profile (LiveRAG: sigir-participant)")
         return AWSV4SignerAuth(credentials, self.aws_region, self.aws_service), RequestsHttpConnection
 
+    def _netrc_credentials(self) -> tuple[str, str]:
+        """(login, password) of the host's `machine` entry in `netrc_file` (the stdlib's netrc parser)."""
+        import netrc
+
+        path = os.path.expanduser(str(self.netrc_file))
+        host = self.endpoint()[0]
+        try:
+            entry = netrc.netrc(path).authenticators(host)
+        except FileNotFoundError:
+            raise OpenSearchServiceError(f"retriever.netrc_file={self.netrc_file}: no such file") from None
+        except (netrc.NetrcParseError, OSError) as err:
+            raise OpenSearchServiceError(f"retriever.netrc_file={self.netrc_file}: unreadable "
+                                         f"({type(err).__name__}: {_one_line(err)})") from None
+        if not entry or not entry[0] or not entry[2]:
+            raise OpenSearchServiceError(f"retriever.netrc_file={self.netrc_file}: no `machine {host}` entry with "
+                                         f"a login and a password")
+        return entry[0], entry[2]
+
     def connect(self):
         if self._client is not None:
             return self._client
@@ -152,6 +195,7 @@ class OpenSearchRetriever(RemoteRetriever):
                                          "(or the project's `services` extra)") from None
         host, port, use_ssl = self.endpoint()
         http_auth, connection_class = self._http_auth()
+        quiet_client_log()
         self.url = f"{'https' if use_ssl else 'http'}://{host}:{port}"
         self._client = OpenSearch(hosts=[{"host": host, "port": port}], http_auth=http_auth, use_ssl=use_ssl,
                                   verify_certs=self.verify_certs if use_ssl else False, ssl_show_warn=False,
@@ -209,18 +253,20 @@ class OpenSearchRetriever(RemoteRetriever):
             if failed:
                 raise _RetryableItems(statuses)
 
+        sent = AttemptCounter()
         try:
             call_with_retries(attempt_once, self.max_retries, is_retryable, self.backoff_initial_s,
-                              self.backoff_max_s)
+                              self.backoff_max_s, on_attempt=sent)
         except OpenSearchServiceError:
             raise
         except Exception as err:
-            raise OpenSearchServiceError(self.explain(err)) from None
+            raise OpenSearchServiceError(self.explain(err, sent.said())) from None
         return [r if r is not None else [] for r in results]
 
-    def explain(self, err: BaseException) -> str:
+    def explain(self, err: BaseException, attempts: str = "") -> str:
+        """One line for a failed request: what the cluster said, after how many requests really sent."""
         status = _status(err)
-        attempts = f"after {self.max_retries + 1} attempts"
+        attempts = f"after {attempts}" if attempts else ""
         if isinstance(err, _RetryableItems):
             return f"retriever=opensearch: {err} at {self.url} {attempts}"
         if status in (401, 403):

@@ -22,7 +22,7 @@ from typing import Any
 
 from rag.core.errors import ServiceError
 from rag.core.hashing import slug
-from rag.core.retry import call_with_retries
+from rag.core.retry import AttemptCounter, call_with_retries
 from rag.embed import Embedder
 from rag.records import Passage, ScoredPassage
 from rag.retrieve.base import RemoteRetriever
@@ -70,6 +70,7 @@ class PineconeRetriever(RemoteRetriever):
                  backoff_initial_s: float = 1.0, backoff_max_s: float = 30.0):
         super().__init__(k)
         self.embedder = embedder
+        embedder.setting = "retriever.embedder"  # rag.index names it backend.service.embedder when it is that
         self.index_name, self.namespace = index_name, namespace
         #: the index's data-plane host; without it the SDK looks it up by name on the control plane
         self.host = host or (os.environ.get(host_env) if host_env else None) or None
@@ -134,13 +135,15 @@ class PineconeRetriever(RemoteRetriever):
 
     def with_retries(self, call, what: str):
         """`call()` retried on rate limits, timeouts and server errors; a last failure explained in one line."""
+        sent = AttemptCounter()
         try:
             return call_with_retries(call, self.max_retries, is_retryable, self.backoff_initial_s,
-                                     self.backoff_max_s)
+                                     self.backoff_max_s, on_attempt=sent)
         except Exception as err:
-            raise PineconeServiceError(self.explain(err, what)) from None
+            raise PineconeServiceError(self.explain(err, what, sent.said())) from None
 
-    def explain(self, err: BaseException, what: str) -> str:
+    def explain(self, err: BaseException, what: str, attempts: str = "1 attempt") -> str:
+        """One line for a failed call `what`: the status, after how many requests really sent (`attempts`)."""
         status = status_of(err)
         where = self._where()
         if status in (401, 403):
@@ -149,8 +152,7 @@ class PineconeRetriever(RemoteRetriever):
         if status == 404:
             return f"retriever=pinecone: {where} not found (HTTP 404 on {what}); check index_name/host"
         if status is not None:
-            return (f"retriever=pinecone: {what} failed at {where} with HTTP {status} after "
-                    f"{self.max_retries + 1} attempts: {_one_line(err)}")
+            return f"retriever=pinecone: {what} failed at {where} with HTTP {status} after {attempts}: {_one_line(err)}"
         if _is_transport_error(err):
             return f"retriever=pinecone: cannot reach {where} ({type(err).__name__}: {_one_line(err)})"
         return f"retriever=pinecone: {what} at {where} failed ({type(err).__name__}: {_one_line(err)})"

