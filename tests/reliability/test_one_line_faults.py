@@ -44,6 +44,9 @@ MANDATORY = {
     ("eval.meta", ("labels=qrels",)): ["labels.qrels", "labels.queries", "labels.passages"],
     ("eval.meta", ("labels=qrels", "labels.qrels=q.txt", "labels.passages=p.jsonl")): ["labels.queries"],
     ("eval.meta", ("labels=trec_nuggets",)): ["labels.path"],
+    ("rag.main", ("dataset=beir", "logger=none")): ["dataset.path"],
+    ("rag.main", ("dataset=trec", "logger=none")): ["dataset.path"],
+    ("rag.main", ("dataset=ir_datasets", "logger=none")): ["dataset.id"],
 }
 
 
