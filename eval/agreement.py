@@ -48,6 +48,7 @@ from rag.folders import RunFolder
 from rag.judge.run import declare_saved_specs
 from rag.metrics.registry import REGISTRY
 from rag.records import result_values
+from rag.report.stats import NAN2, percentile_ci
 
 log = logging.getLogger(__name__)
 
@@ -261,7 +262,6 @@ def check_nugget_sets(runs: Sequence[Run], evaluations: Sequence[str]) -> None:
 
 
 # -- agreement ------------------------------------------------------------------------------------------------
-NAN2 = (math.nan, math.nan)
 #: which side of a pair is the reference ("truth") of tau_ap_a, in order of preference: human labels where a run
 #: carries them, else a reference judge's values (the judge declares itself one: AutoNuggetizer's nugget scores,
 #: which it compares with the manual ones the same way); with neither, the column side of the matrix (`b`).
@@ -341,14 +341,6 @@ class PairAgreement:
                 "reference_ties": self.reference_ties, "reason": self.reason}
 
 
-def _ci(samples: Sequence[float], confidence: float) -> tuple[float, float]:
-    values = np.asarray([s for s in samples if not math.isnan(s)], dtype=float)
-    if len(values) == 0:
-        return NAN2
-    alpha = (1 - confidence) / 2
-    return float(np.quantile(values, alpha)), float(np.quantile(values, 1 - alpha))
-
-
 def _reason(ma: Sequence[float], mb: Sequence[float], a: str, b: str) -> str:
     sides = [name for name, values in ((a, ma), (b, mb)) if _constant(values)]
     return f"{CONSTANT}: {' and '.join(sides)}" if sides else ""
@@ -413,11 +405,11 @@ def pair_agreement(runs: Sequence[Run], a: str, b: str, n_boot: int = 1000, seed
         sample = sample[~np.isnan(sample)]
         boot_topic.append(float(sample.mean()) if len(sample) else math.nan)
     if run_level:
-        out.tau_b_ci, out.tau_ap_a_ci, out.tau_ap_b_ci = (_ci([s[k] for s in boot], confidence) for k in range(3))
+        out.tau_b_ci, out.tau_ap_a_ci, out.tau_ap_b_ci = (percentile_ci([s[k] for s in boot], confidence) for k in range(3))
         if out.reference_ties:
             out.tau_ap_a_ci = NAN2
     if defined.any():
-        out.tau_topic_ci = _ci(boot_topic, confidence)
+        out.tau_topic_ci = percentile_ci(boot_topic, confidence)
     return out
 
 

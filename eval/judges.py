@@ -31,7 +31,9 @@ EVAL_PROMPT_DIR = Path(__file__).parent / "prompts"
 NO_GOLD = "no gold answer"
 
 
-def _cut(text: str, max_chars: int | None) -> str:
+def cut_text(text: str, max_chars: int | None) -> str:
+    """`text` stripped and cut to `max_chars` characters (marked " ..."), the one cut every judge prompt uses;
+    None or 0: no cut."""
     text = (text or "").strip()
     if max_chars and len(text) > max_chars:
         return text[:max_chars].rstrip() + " ..."
@@ -139,12 +141,12 @@ class PromptJudge(Judge):
 
     def variables(self, record: AnswerRecord) -> dict[str, Any]:
         gold = record.has_gold
-        passages = [_cut(t, self.max_passage_chars) for t in record.passage_texts()]
+        passages = [cut_text(t, self.max_passage_chars) for t in record.passage_texts()]
         return {
             "question": record.question,
             "answer": record.answer.strip() or "(no answer)",
             "gold_answer": record.gold_answer.strip() if gold and record.gold_answer else "",
-            "gold_passage": "\n\n".join(_cut(d, self.max_gold_chars) for d in record.gold_texts()) if gold else "",
+            "gold_passage": "\n\n".join(cut_text(d, self.max_gold_chars) for d in record.gold_texts()) if gold else "",
             "passages": passages[:self.max_passages] if self.max_passages else passages,
         }
 

@@ -26,9 +26,9 @@ import numpy as np
 from scipy.stats import spearmanr
 
 from eval.agreement import kendall_tau, tau_ap_b
+from rag.report.stats import NAN2, percentile_ci
 
 Cells = Mapping[tuple[str, str], float]
-NAN2 = (math.nan, math.nan)
 MIN_SYSTEMS = 3
 
 
@@ -110,11 +110,6 @@ def _pooled(judge: np.ndarray, human: np.ndarray) -> dict[str, float]:
     return {"tau_b": kendall_tau(human[both], judge[both]), "spearman": spearman(human[both], judge[both])}
 
 
-def _ci(samples: list[float]) -> tuple[float, float]:
-    values = np.asarray([s for s in samples if not math.isnan(s)], dtype=float)
-    return (float(np.quantile(values, 0.025)), float(np.quantile(values, 0.975))) if len(values) else NAN2
-
-
 #: below this share of resamples where a coefficient is defined, its interval is flagged in the row's note
 MIN_DEFINED_SHARE = 0.95
 
@@ -148,7 +143,7 @@ def leaderboard_correlation(evaluation: str, reference: str, judge: Cells, human
     samples = [rng.integers(0, len(topics), len(topics)) for _ in range(n_boot)] if topics else []
 
     def row(level: str, values: dict[str, float], boot: list[dict[str, float]], reason: str) -> LeaderboardRow:
-        intervals = {name: _ci([b[name] for b in boot]) for name in values}
+        intervals = {name: percentile_ci([b[name] for b in boot]) for name in values}
         return LeaderboardRow(evaluation, reference, level, len(systems), len(topics), values, intervals,
                               _note(values, boot, reason))
 

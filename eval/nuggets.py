@@ -22,7 +22,7 @@ from pathlib import Path
 from statistics import mean
 from typing import Any
 
-from eval.judges import EVAL_PROMPT_DIR
+from eval.judges import EVAL_PROMPT_DIR, cut_text
 from rag.core.errors import ConfigError
 from rag.core.hashing import slug, stable_hash
 from rag.core.io import atomic_write_json, atomic_write_jsonl
@@ -181,14 +181,10 @@ class AutoNuggetizer:
         self.external = read_nugget_file(nugget_file) if nugget_file else None
 
     # -- creation ---------------------------------------------------------------------------------------------
-    def _cut(self, text: str, limit: int | None) -> str:
-        text = (text or "").strip()
-        return text[:limit].rstrip() + " ..." if limit and len(text) > limit else text
-
     def _cache_path(self, engine: LLMEngine, topic: Topic) -> tuple[Path | None, dict[str, Any]]:
         prompts = [load_prompt(n, prompt_dir=self.prompt_dir) for n in ("nugget_create", "nugget_importance")]
         key = {"qid": topic.qid, "query": topic.query,
-               "passages": stable_hash([self._cut(p, self.max_passage_chars) for p in topic.passages]),
+               "passages": stable_hash([cut_text(p, self.max_passage_chars) for p in topic.passages]),
                "model": engine.model, "prompts": stable_hash([[p.system, p.user] for p in prompts]),
                "settings": {"window_size": self.window_size, "max_nuggets": self.max_nuggets,
                             "max_nugget_chars": self.max_nugget_chars,
@@ -242,7 +238,7 @@ class AutoNuggetizer:
         params = make_params(self.create_params, engine, schema)
         texts: list[list[str]] = [[] for _ in topics]
         failures = [0] * len(topics)
-        windows = [[self._cut(p, self.max_passage_chars) for p in t.passages] for t in topics]
+        windows = [[cut_text(p, self.max_passage_chars) for p in t.passages] for t in topics]
         n_steps = max((len(w) + self.window_size - 1) // self.window_size for w in windows)
         for step in range(n_steps):  # one batched call per window position, across all topics
             active = [i for i, w in enumerate(windows) if step * self.window_size < len(w)]
@@ -330,7 +326,7 @@ class AutoNuggetizer:
             chunk = [n["text"] for n in nuggets[s:s + self.nuggets_per_call]]
             sizes.append(len(chunk))
             requests.append(LLMRequest(
-                messages=template.messages(query=query, answer=self._cut(answer, self.max_answer_chars),
+                messages=template.messages(query=query, answer=cut_text(answer, self.max_answer_chars),
                                            nuggets=chunk, nuggets_json=json.dumps(chunk, ensure_ascii=False)),
                 params=make_params(self.label_params, engine, self._label_schema(ASSIGNMENTS, len(chunk))),
                 stop_plain=template.stop_plain))
@@ -354,7 +350,7 @@ class AutoNuggetizer:
         params = make_params(self.label_params, engine, None)
         jobs = [(i, k) for i in todo for k in range(len(items[i][2]))]
         requests = [LLMRequest(messages=template.messages(query=items[i][0],
-                                                          answer=self._cut(items[i][1], self.max_answer_chars),
+                                                          answer=cut_text(items[i][1], self.max_answer_chars),
                                                           nugget=items[i][2][k]["text"]),
                                params=params, stop_plain=template.stop_plain) for i, k in jobs]
         chosen = ask_choices(engine, requests, ASSIGNMENTS, self.top_logprobs, desc="nugget assign (logprobs)")

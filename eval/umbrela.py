@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from eval.judges import EVAL_PROMPT_DIR
+from eval.judges import EVAL_PROMPT_DIR, cut_text
 from rag.core.errors import ConfigError
 from rag.core.hashing import slug, stable_hash
 from rag.core.io import atomic_write_json
@@ -97,11 +97,6 @@ class UmbrelaGrader:
         self.prompt_dir = str(prompt_dir or EVAL_PROMPT_DIR)
         self.cache_dir = Path(cache_dir) if cache_dir else None
 
-    def _cut(self, text: str) -> str:
-        text = (text or "").strip()
-        limit = self.max_passage_chars
-        return text[:limit].rstrip() + " ..." if limit and len(text) > limit else text
-
     def prompt_hash(self) -> str:
         """What the prompt file says (system and user text): a changed prompt never reads old grades."""
         template = load_prompt(self.prompt, prompt_dir=self.prompt_dir)
@@ -109,7 +104,7 @@ class UmbrelaGrader:
 
     def cache_key(self, engine: LLMEngine, item: GradeItem) -> dict[str, Any]:
         return {"qid": item.qid, "passage_id": item.passage_id, "model": engine.model, "prompt": self.prompt_hash(),
-                "query": item.query, "passage": stable_hash(self._cut(item.text), length=16), "params": self.params}
+                "query": item.query, "passage": stable_hash(cut_text(item.text, self.max_passage_chars), length=16), "params": self.params}
 
     def _path(self, engine: LLMEngine, key: Mapping[str, Any]) -> Path | None:
         if self.cache_dir is None:
@@ -144,7 +139,7 @@ class UmbrelaGrader:
                 todo.append((i, path, key))
         if todo:
             params = make_params(self.params, engine, None)  # free text: the published `##final score:` reply
-            requests = [LLMRequest(messages=template.messages(query=items[i].query, passage=self._cut(items[i].text)),
+            requests = [LLMRequest(messages=template.messages(query=items[i].query, passage=cut_text(items[i].text, self.max_passage_chars)),
                                    params=params, stop_plain=template.stop_plain) for i, _p, _k in todo]
             results = ask_with_retries(engine, requests, lambda _j, text: parse_final_score(text), self.max_retries,
                                        self.retry_temperature, desc="umbrela")

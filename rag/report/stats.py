@@ -7,6 +7,19 @@ from collections.abc import Sequence
 
 import numpy as np
 
+#: an undefined interval (no defined resample)
+NAN2 = (math.nan, math.nan)
+
+
+def percentile_ci(samples: Sequence[float], confidence: float = 0.95) -> tuple[float, float]:
+    """The percentile bootstrap interval of `samples` at `confidence`, over the samples that are defined (a
+    resample where a coefficient is undefined is NaN and left out); `NAN2` when none is."""
+    values = np.asarray([s for s in samples if not math.isnan(s)], dtype=float)
+    if len(values) == 0:
+        return NAN2
+    alpha = (1 - confidence) / 2
+    return float(np.quantile(values, alpha)), float(np.quantile(values, 1 - alpha))
+
 
 def bootstrap_means(matrix: np.ndarray, n_boot: int = 1000, seed: int = 0,
                     confidence: float = 0.95) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
