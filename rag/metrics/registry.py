@@ -12,6 +12,7 @@ Kinds:
   counter     bookkeeping: counts of calls, tokens, failures, cache hits (never ranked against quality)
   timing      wall-clock seconds
   correlation agreement between two evaluations over runs (sweep-summary only)
+  identity    which ruler scored a run: a nugget-based judge's nugget set, a mapping (never a number, never ranked)
 """
 
 from __future__ import annotations
@@ -23,8 +24,8 @@ from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Literal
 
-Kind = Literal["per_answer", "rate", "counter", "timing", "correlation"]
-KINDS: tuple[str, ...] = ("per_answer", "rate", "counter", "timing", "correlation")
+Kind = Literal["per_answer", "rate", "counter", "timing", "correlation", "identity"]
+KINDS: tuple[str, ...] = ("per_answer", "rate", "counter", "timing", "correlation", "identity")
 
 #: placeholder -> regular expression (default: one path segment)
 PLACEHOLDERS: dict[str, str] = {
@@ -220,6 +221,12 @@ BUILTIN: tuple[MetricSpec, ...] = (
     _s("judge/{judge}/{field}_share_{value}/{split}", "rate", "share of scored answers at one value of a field "
        "(RAGtifier Table 1 layout)", UNIT),
     _s("judge/{judge}/{field}/{split}", "per_answer", "mean of a judge's per-answer score", (None, None), True),
+    # -- the nugget set each nugget-based judge scored with (rag/judge/nugget_sets.py) --
+    _s("judge/{judge}/nugget_set", "identity", "the nugget set the judge scored the run's answers against: "
+       "{identity, source, topics: {qid: identity}}; the summary ranks cells only where these agree"),
+    _s("{judge}/nugget_set", "identity", "the nugget set a nugget-based judge (nuggets, argue, crucible) scored the "
+       "run's answers against: {identity, source, topics: {qid: identity}}; the summary ranks cells only where "
+       "these agree"),
     # -- AutoNuggetizer (eval/nuggets.py) --
     _s("nuggets/{metric}/{split}", "per_answer", "AutoNuggetizer score (Vital Strict is the primary), mean over "
        "scored answers", UNIT, True, metric="vital_strict|all_strict|vital|all"),

@@ -19,6 +19,7 @@ from eval.argue import (
     parse_yes_no,
     sentence_outcome,
 )
+from eval.nuggets import AutoNuggetizer
 from rag.judge.base import EvalContext
 from rag.llm.base import Completion, LLMRequest
 from rag.records import AnswerRecord
@@ -122,11 +123,18 @@ def _record() -> AnswerRecord:
                                    "passages": PASSAGES, "hop": "single"})
 
 
+def _ctx(tmp_path, nugget_file, records) -> EvalContext:
+    """What `rag.judge.run.evaluate_records` hands a nugget judge: the run's one nugget set and its source."""
+    nuggetizer = AutoNuggetizer(nugget_file=str(nugget_file))
+    return EvalContext(tmp_path / "run", tmp_path / "cache", nuggetizer.nugget_set(records, None, tmp_path / "cache"),
+                       nuggetizer)
+
+
 def test_the_judge_end_to_end(nugget_file, tmp_path):
     engine = ScriptedEngine(_respond)
-    judge = ArgueJudge(nuggets={"nugget_file": str(nugget_file)})
+    judge = ArgueJudge()
     record = _record()
-    metrics = judge.evaluate([record], engine, EvalContext(tmp_path / "run", tmp_path / "cache"))
+    metrics = judge.evaluate([record], engine, _ctx(tmp_path, nugget_file, [record]))
     result = record.judges["argue"]
     verdicts = [s["verdict"] for s in result["sentences"]]
     assert verdicts == ["reward", "penalty", "reward", "penalty", "ignore", "ignore"]
@@ -166,9 +174,9 @@ def test_decisions_from_logprobs_and_unreadable_ones(nugget_file, tmp_path):
             return out
 
     engine = Probs(_respond)
-    judge = ArgueJudge(nuggets={"nugget_file": str(nugget_file)}, decisions="logprobs")
+    judge = ArgueJudge(decisions="logprobs")
     record = _record()
-    judge.evaluate([record], engine, EvalContext(tmp_path / "run", tmp_path / "cache"))
+    judge.evaluate([record], engine, _ctx(tmp_path, nugget_file, [record]))
     result = record.judges["argue"]
     # the four uncited sentences' negative checks are unreadable: each penalised and counted, never re-asked
     assert [s["verdict"] for s in result["sentences"]] == ["reward", "penalty", "penalty", "penalty", "penalty",

@@ -22,12 +22,13 @@ from omegaconf import OmegaConf
 from eval.agreement import NuggetSetMismatch, check_nugget_sets, load_run
 from eval.agreement import main as agreement_main
 from eval.main import rejudge
-from eval.nuggets import AutoNuggetizer, nugget_set_hash, topic_from_record
+from eval.nuggets import AutoNuggetizer, topic_from_record
 from eval.pool import NuggetPool, pool_sweep, pool_topics, record_passages, text_id
 from eval.summary import summarize
 from eval.umbrela import GradeItem, UmbrelaGrader, parse_final_score
 from rag.core.errors import DataError, MissingDataError
 from rag.core.io import atomic_write_jsonl, read_jsonl
+from rag.judge.nugget_sets import nugget_set_hash
 from rag.judge.run import evaluate_records
 from rag.llm.base import LLMEngine, LLMRequest
 from rag.llm.cache import ResponseCache
@@ -99,7 +100,14 @@ CELLS = [
 CORRECTNESS = [[2, 1, 0], [1, 1, 1], [0, -1, 1], [2, 2, 2]]
 
 
-def make_sweep(root: Path, cells: Sequence[dict] = tuple(CELLS), llm: dict | None = None) -> Path:
+def saved_config(llm: dict | None, judges: Sequence[str]) -> dict:
+    """A cell's config.json as the pipeline saves it (resolved): its llm and its judges (the shared nugget
+    settings node included)."""
+    return OmegaConf.to_container(judge_root(*judges, llm=llm or SCRIPTED_LLM), resolve=True)
+
+
+def make_sweep(root: Path, cells: Sequence[dict] = tuple(CELLS), llm: dict | None = None,
+               judges: Sequence[str] = ("nuggets",)) -> Path:
     sweep = root / "multirun" / "2026-01-02" / "03-04-05"
     for c, spec in enumerate(cells):
         cell = sweep / f"{c}_cell"
@@ -114,7 +122,7 @@ def make_sweep(root: Path, cells: Sequence[dict] = tuple(CELLS), llm: dict | Non
             rows.append(row)
         atomic_write_jsonl(cell / "answers.jsonl", rows)
         (cell / "metrics.json").write_text(json.dumps({"judge/liverag/correctness/all": sum(CORRECTNESS[c]) / 3}))
-        (cell / "config.json").write_text(json.dumps({"llm": llm or SCRIPTED_LLM}))
+        (cell / "config.json").write_text(json.dumps(saved_config(llm, judges)))
     return sweep
 
 
@@ -256,7 +264,8 @@ def test_pool_files_and_hashes(tmp_path):
     assert [p["grade"] for p in q0] == [3, 2, 1, 0] and q0[0]["cells"] == ["0_cell", "1_cell", "3_cell"]
     assert q0[0]["text"] == passage("a1", 3)
     created = read_jsonl(tmp_path / "pooled_create.jsonl")
-    assert [r["qid"] for r in created] == ["q0", "q1"] and set(created[0]) == {"qid", "query", "nuggets"}
+    assert [r["qid"] for r in created] == ["q0", "q1"] and set(created[0]) == {"qid", "query", "nuggets", "source"}
+    assert created[0]["source"] == "pooled"  # castorini/nuggetizer's create shape, plus where the nuggets came from
     assert created[0]["nuggets"][0] == {"text": "about a1", "importance": "vital"}
     sets = json.loads((tmp_path / "pooled_sets.json").read_text())
     assert sets["topics"] == {r["qid"]: nugget_set_hash(r["nuggets"]) for r in created}
@@ -296,7 +305,7 @@ def test_sweep_refused_then_pooled_and_rescored_against_one_set(tmp_path, caplog
     for cell in cells_of(sweep):
         results = nugget_results(cell)
         assert {q: results[q]["nugget_set"] for q in ("q0", "q1")} == sets["topics"]  # one ruler for every cell
-        assert results["q0"]["source"] == "nugget_file"
+        assert results["q0"]["source"] == "pooled"
         assert results["q2"]["skip_reason"] == "not_in_nugget_file"
         assert [r["judges"]["liverag"]["correctness"] for r in read_jsonl(cell / "answers.jsonl")] == \
             CORRECTNESS[int(cell.name[0])]  # other judges' results are kept
