@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from rag.core.hashing import stable_hash
+from rag.records import VALUES_KEY
 
 if TYPE_CHECKING:
     from rag.llm.base import LLMEngine
@@ -140,6 +141,20 @@ def cell_nugget_sets(metrics: Mapping[str, Any]) -> dict[str, dict[str, str]]:
     for key, value in metrics.items():
         if key.endswith(NUGGET_SET) and isinstance(value, Mapping) and isinstance(value.get("topics"), Mapping):
             out[key[:-len(NUGGET_SET)]] = {str(t): str(i) for t, i in value["topics"].items()}
+    return out
+
+
+def record_nugget_sets(records: Iterable[AnswerRecord]) -> dict[str, dict[str, str]]:
+    """The same, read from a cell's answers (cells judged before metrics.json named the sets): judge metric
+    prefix (its declared `_values.prefix`, else `judge/<name>/`) -> topic -> identity."""
+    out: dict[str, dict[str, str]] = {}
+    for record in records:
+        for name, result in record.judges.items():
+            if isinstance(result, Mapping) and isinstance(result.get(NUGGET_SET), str):
+                declared = result.get(VALUES_KEY)
+                prefix = str(declared.get("prefix")) if isinstance(declared, Mapping) and declared.get("prefix") \
+                    else f"judge/{name}/"
+                out.setdefault(prefix, {})[record.id] = result[NUGGET_SET]
     return out
 
 

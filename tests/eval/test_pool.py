@@ -4,6 +4,7 @@ that nuggetizes a finished sweep and re-scores it. A scripted engine gives known
 
 from __future__ import annotations
 
+import csv
 import json
 import logging
 import os
@@ -60,11 +61,20 @@ def respond(request: LLMRequest) -> str:
     return json.dumps({"labels": ["support" if n.split()[-1] in answer else "not_support" for n in nuggets]})
 
 
+def respond_argue(request: LLMRequest) -> str:
+    """`respond`, and ARGUE's YES/NO checks: every citation supports, no sentence is a negative assertion, every
+    claim needs a citation and is made for the first time."""
+    text = prompt_text(request)
+    if "Reply with YES or NO only" in text:
+        return "NO" if "negative assertion" in text else "YES"
+    return respond(request)
+
+
 class PoolEngine(ScriptedEngine):
-    """The scripted model, buildable from YAML (`_target_: test_pool.PoolEngine`) for the command line test."""
+    """The scripted model, buildable from YAML (`_target_: test_pool.PoolEngine`) for the command line tests."""
 
     def __init__(self, model: str = "pool-scripted", cache: ResponseCache | None = None):
-        super().__init__(respond, cache=cache, model=model)
+        super().__init__(respond_argue, cache=cache, model=model)
 
 
 def asked(engine: ScriptedEngine, kind: str) -> list[LLMRequest]:
@@ -140,11 +150,11 @@ def holding(engine: LLMEngine) -> EngineFactory:
     return factory_with(engine, OmegaConf.create({"llm": SCRIPTED_LLM}))
 
 
-def judged_in_sweep(sweep: Path, cache: Path, engine: ScriptedEngine) -> None:
-    """What a sweep's cells do: each runs its own nugget judge (nuggets from its own top passages)."""
+def judged_in_sweep(sweep: Path, cache: Path, engine: ScriptedEngine, judges: str = "[nuggets]") -> None:
+    """What a sweep's cells do: each runs its own nugget-based judges (nuggets from its own top passages)."""
     for cell in sorted(p for p in sweep.iterdir() if p.is_dir()):
         with initialize_config_dir(config_dir=str(CONF), version_base="1.3"):
-            cfg = compose("eval", overrides=[f"run_dir={cell}", "judge=[nuggets]", f"cache_dir={cache}"])
+            cfg = compose("eval", overrides=[f"run_dir={cell}", f"judge={judges}", f"cache_dir={cache}"])
         rejudge(cfg, holding(engine))
 
 
@@ -362,6 +372,86 @@ def test_command_line_end_to_end(tmp_path):
     hashes = [{q: r[q]["nugget_set"] for q in ("q0", "q1")} for r in map(nugget_results, cells_of(sweep)[:3])]
     assert hashes == [sets["topics"]] * 3
     assert (sweep / "summary.md").is_file() and (sweep / "agreement.csv").is_file()
+
+
+# -- every nugget-based judge on one ruler, and a summary that ranks only on one ruler -------------------------
+ALL_JUDGES = ("nuggets", "argue", "crucible")
+PREFIXES = tuple(f"{j}/" for j in ALL_JUDGES)
+
+
+def _table_column(markdown: str, metric: str) -> list[str]:
+    """The cells of one metric's column in summary.md's cells table."""
+    lines = markdown.splitlines()
+    start = next(i for i, line in enumerate(lines) if line.startswith("| # |"))
+    header = [c.strip() for c in lines[start].strip("|").split("|")]
+    body = lines[start + 2:]
+    rows = body[:next((i for i, line in enumerate(body) if not line.startswith("| ")), len(body))]
+    index = header.index(metric)
+    return [[c.strip() for c in r.strip("|").split("|")][index] for r in rows]
+
+
+def test_every_nugget_judge_is_rescored_against_the_pooled_set_and_ranked_only_on_one_ruler(tmp_path):
+    """Issue 35: cells judged by nuggets, ARGUE and Crucible each made their nuggets from their own passages, so no
+    nugget-based metric is ranked: summary.md, best.csv and summary.json carry one line per metric naming the cells
+    and topics instead of a bold best. After `eval.pool`, every cell's metrics.json names one identical set per
+    judge and topic (the pooled one), and the best-cell marks come back."""
+    sweep, cache = make_sweep(tmp_path, CELLS[:3], judges=ALL_JUDGES), tmp_path / "cache"
+    engine = ScriptedEngine(respond_argue, cache=ResponseCache(cache / "llm"))
+    judged_in_sweep(sweep, cache, engine, "[nuggets,argue,crucible]")
+    own = [json.loads((c / "metrics.json").read_text()) for c in cells_of(sweep)]
+    for prefix in PREFIXES:  # each judge recorded its cell's own ruler
+        assert len({m[prefix + "nugget_set"]["topics"]["q0"] for m in own}) == 3
+        assert {m[prefix + "nugget_set"]["source"] for m in own} == {"passages"}
+
+    summary = summarize(sweep, wandb=False, n_boot=10)
+    assert not [m for m in summary.best if m.startswith(PREFIXES)]
+    assert {m.split("/")[0] for m in summary.not_ranked} == set(ALL_JUDGES)
+    line = summary.notice("argue/f1/all")
+    assert "\n" not in line and line.startswith(
+        "argue/f1/all: not ranked; cells #0, #1, #2 scored topic(s) q0, q1, q2 against different nugget sets")
+    assert f"python -m eval.pool sweep_dir={sweep}" in line
+    markdown = (sweep / "summary.md").read_text()
+    assert f"- {line}" in markdown and f"| argue/f1/all | not ranked | | {line} |" in markdown
+    assert not any("**" in c for c in _table_column(markdown, "argue/f1/all"))  # no bold best across rulers
+    assert any("**" in c for c in _table_column(markdown, "judge/liverag/correctness/all"))  # other metrics rank
+    best = {r["metric"]: r for r in csv.DictReader((sweep / "best.csv").open())}
+    assert best["argue/f1/all"]["value"] == "" and best["argue/f1/all"]["note"].startswith("argue/f1/all: not ranked")
+    assert best["judge/liverag/correctness/all"]["note"] == ""
+    recorded = json.loads((sweep / "summary.json").read_text())["not_ranked"]["crucible/nugget_recall/all"]
+    assert recorded["topics"] == ["q0", "q1", "q2"] and recorded["cells"] == [c.name for c in cells_of(sweep)]
+
+    outcome = pool_sweep(compose_pool(sweep, cache, "pool.depth=2"), holding(engine))
+    assert outcome.judges == list(ALL_JUDGES)  # the cells' own nugget-based judges, all of them
+    sets = json.loads((sweep / "nuggets" / "pooled_sets.json").read_text())
+    for cell in cells_of(sweep):
+        metrics = json.loads((cell / "metrics.json").read_text())
+        for prefix in PREFIXES:
+            entry = metrics[prefix + "nugget_set"]
+            assert (entry["topics"], entry["identity"], entry["source"]) == (sets["topics"], sets["nugget_set"],
+                                                                             "pooled")
+        rows = read_jsonl(cell / "answers.jsonl")
+        for judge in ALL_JUDGES:
+            assert {r["id"]: r["judges"][judge].get("nugget_set") for r in rows} == {**sets["topics"], "q2": None}
+    assert not outcome.summary.not_ranked
+    assert {"nuggets/vital_strict/all", "argue/f1/all", "crucible/nugget_recall/all"} <= set(outcome.summary.best)
+    assert "not ranked" not in (sweep / "summary.md").read_text()
+
+
+def test_a_sweep_that_pools_at_its_end_rescores_every_nugget_judge(tmp_path, monkeypatch):
+    """`hydra.callbacks.sweep_summary.pool=true`: when the multirun ends, `python -m eval.pool` runs on the sweep
+    (a child process, as on the machine that launched a SLURM sweep) and re-scores the cells' nugget judges."""
+    from eval.sweep_callback import SweepSummaryCallback
+
+    sweep = make_sweep(tmp_path, CELLS[:2], llm={"_target_": "test_pool.PoolEngine"}, judges=("nuggets", "argue"))
+    monkeypatch.setenv("PYTHONPATH", str(REPO / "tests" / "eval"))
+    callback = SweepSummaryCallback(wandb=False, bootstrap=10, pool=True,
+                                    pool_overrides=[f"cache_dir={tmp_path / 'c'}", "pool.depth=2"])
+    callback.on_multirun_end(OmegaConf.create({"hydra": {"sweep": {"dir": str(sweep)}}}))
+    sets = json.loads((sweep / "nuggets" / "pooled_sets.json").read_text())
+    for cell in cells_of(sweep):
+        metrics = json.loads((cell / "metrics.json").read_text())
+        assert metrics["nuggets/nugget_set"]["topics"] == metrics["argue/nugget_set"]["topics"] == sets["topics"]
+    assert (sweep / "summary.md").is_file() and (sweep / "report" / "report.md").is_file()
 
 
 # -- bad input ------------------------------------------------------------------------------------------------
