@@ -35,6 +35,7 @@ from rag.llm.base import LLMEngine, LLMRequest
 from rag.llm.cache import ResponseCache
 from rag.llm.factory import EngineFactory
 from rag.records import AnswerRecord
+from rag.report.build import build_report
 
 CONF = REPO / "conf"
 GRADE = re.compile(r"grade=(\d|x)")
@@ -419,6 +420,12 @@ def test_every_nugget_judge_is_rescored_against_the_pooled_set_and_ranked_only_o
     assert best["judge/liverag/correctness/all"]["note"] == ""
     recorded = json.loads((sweep / "summary.json").read_text())["not_ranked"]["crucible/nugget_recall/all"]
     assert recorded["topics"] == ["q0", "q1", "q2"] and recorded["cells"] == [c.name for c in cells_of(sweep)]
+    # the report: no agreement figure from a table that pairs different rulers (here an earlier, stale one)
+    (sweep / "agreement.csv").write_text("eval_a,eval_b,n_runs,n_topics,tau_b\njudge/liverag/correctness,argue/f1,3,3,0.5\n")
+    report = build_report(sweep, formats=("png",), n_boot=10)
+    assert "agreement" not in report.figures and "different nugget sets" in report.skipped["agreement"]
+    assert "- argue/*: not ranked; cells " in (sweep / "report" / "report.md").read_text()
+    (sweep / "agreement.csv").unlink()
 
     outcome = pool_sweep(compose_pool(sweep, cache, "pool.depth=2"), holding(engine))
     assert outcome.judges == list(ALL_JUDGES)  # the cells' own nugget-based judges, all of them
