@@ -220,6 +220,33 @@ def test_pool_dedupes_by_passage_id_best_rank_first_then_cell_order_within_depth
     assert [pid for _r, pid, _t in record_passages(old)] == [text_id(passage(p, 1)) for p in ("p1", "p2", "p3")]
 
 
+def test_evidence_is_read_in_rank_order_under_inverted_ordering(tmp_path):
+    """ordering=inverted (RAGtifier's setting) puts the best passage last in the prompt. With 12 passages given to
+    the generator, nugget creation (max_passages=10) reads ranks 1-10, not the prompt's first ten (ranks 12 to 3),
+    and the pool takes the 10 best-ranked with `best_rank` = their rank. The record is made the pipeline's way
+    (conf/ordering/inverted.yaml's class, `build_answer_record`) and read back from its answers.jsonl line."""
+    from hydra.utils import instantiate
+
+    from rag.records import GenerationResult, Passage, Question, ScoredPassage, build_answer_record
+
+    ranked = [ScoredPassage(Passage(f"p{r}", f"d{r}", f"p{r} is the passage ranked {r}."), 1.0 / r, r)
+              for r in range(1, 13)]
+    ordering = instantiate(OmegaConf.load(CONF / "ordering" / "inverted.yaml"))
+    prompt = ordering.order(ranked)
+    made = build_answer_record(Question("q0", "What about q0?"), ranked, ranked, prompt,
+                               GenerationResult("An answer.", "the prompt"), "simple", {})
+    record = AnswerRecord.from_json(json.loads(json.dumps(made.to_json())))
+    assert record.context[:2] == ["p12", "p11"]  # the prompt's order: worst first
+    assert topic_from_record(record, 10).passages == [f"p{r} is the passage ranked {r}." for r in range(1, 11)]
+    assert [(rank, pid) for rank, pid, _t in record_passages(record, 10)] == [(r, f"p{r}") for r in range(1, 11)]
+    [topic] = pool_topics([("A", [record])], depth=10)
+    assert [(p.passage_id, p.best_rank) for p in topic.passages] == [(f"p{r}", r) for r in range(1, 11)]
+    engine = ScriptedEngine(respond)
+    nuggets = AutoNuggetizer().nugget_set([record], engine, tmp_path)  # what every nugget judge receives
+    assert [n["text"] for n in nuggets.get("q0").nuggets] == [f"about p{r}" for r in range(1, 11)]
+    assert "p12 is" not in prompt_text(asked(engine, "create")[0])
+
+
 def test_gold_document_topics_use_the_gold_documents_ungraded(tmp_path):
     gold = [record("g0", ["a1"], GRADES, gold=["d1", "d2"]), record("q0", ["a1", "a2"], GRADES)]
     other = [record("g0", ["a4"], GRADES, gold=["d1", "d2"]), record("q0", ["a4"], GRADES)]
