@@ -118,18 +118,23 @@ class InstructRAGGenerator(MultiStepGenerator):
                         self.num_demos + 1)
         return pool
 
-    def demonstrations(self, ctx: GenerationContext, evaluated: tuple[Question, ...] | list[Question] = ()
-                       ) -> tuple[list[dict[str, Any]], bool]:
-        """Demonstrations with rationales, from the disk cache or made now in one batch; True if made now."""
+    def rationale_requests(self, ctx: GenerationContext, evaluated: tuple[Question, ...] | list[Question] = ()
+                           ) -> tuple[list[dict[str, Any]], list[LLMRequest]]:
+        """The demonstrations (without rationales yet) and the requests that ask for their rationales."""
         pool = self.demo_pool(ctx, evaluated)
-        if not pool:
-            return [], False
         template = self.template("rationale")
         demos = [{"id": q.id, "question": q.question, "answer": _one_line(q.answer or ""),
                   "passages": [{"label": i + 1, "text": _truncate(doc, self.demo_passage_words), "title": ""}
                                for i, doc in enumerate(q.gold_docs)]} for q in pool]
-        requests = [self.step_request(template, self.rationale_max_tokens, question=d["question"],
-                                      answer=d["answer"], passages=d["passages"]) for d in demos]
+        return demos, [self.step_request(template, self.rationale_max_tokens, question=d["question"],
+                                         answer=d["answer"], passages=d["passages"]) for d in demos]
+
+    def demonstrations(self, ctx: GenerationContext, evaluated: tuple[Question, ...] | list[Question] = ()
+                       ) -> tuple[list[dict[str, Any]], bool]:
+        """Demonstrations with rationales, from the disk cache or made now in one batch; True if made now."""
+        demos, requests = self.rationale_requests(ctx, evaluated)
+        if not demos:
+            return [], False
         cache, key = self.rationale_cache(ctx, requests)
         cached = cache.get(ctx.engine, key)
         if cached is not None and [d["id"] for d in cached.get("demos") or []] == [d["id"] for d in demos]:
