@@ -7,6 +7,7 @@ from __future__ import annotations
 import csv
 import json
 import logging
+import math
 import os
 import re
 import subprocess
@@ -26,12 +27,12 @@ from eval.main import rejudge
 from eval.nuggets import AutoNuggetizer, topic_from_record
 from eval.pool import NuggetPool, pool_sweep, pool_topics, record_passages, text_id
 from eval.summary import summarize
-from eval.umbrela import GradeItem, UmbrelaGrader, parse_final_score
+from eval.umbrela import GradeItem, UmbrelaGrader, build_grader, parse_final_score
 from rag.core.errors import DataError, MissingDataError
 from rag.core.io import atomic_write_jsonl, read_jsonl
 from rag.judge.nugget_sets import nugget_set_hash
 from rag.judge.run import evaluate_records
-from rag.llm.base import LLMEngine, LLMRequest
+from rag.llm.base import Completion, LLMEngine, LLMRequest
 from rag.llm.cache import ResponseCache
 from rag.llm.factory import EngineFactory
 from rag.records import AnswerRecord
@@ -204,6 +205,43 @@ def test_grades_in_one_batch_cached_per_pair(tmp_path):
     other = ScriptedEngine(respond, model="another-model")
     UmbrelaGrader(cache_dir=tmp_path, max_retries=0).grade(other, items)
     assert [len(b) for b in other.batches] == [4]  # grades are per model
+
+
+class LogprobGrader(ScriptedEngine):
+    """A real engine with log-probabilities: for a prompt ending in `##final score:` it returns the first token's
+    alternatives, most of the mass on the passage's `grade=N` (none of them a grade for `grade=x`), and never
+    writes the published reply (as Gemma 3 270M does not)."""
+
+    supports_logprobs = True
+
+    def _generate(self, requests, desc):
+        self.batches.append(list(requests))
+        out = []
+        for r in requests:
+            text = prompt_text(r)
+            assert text.rstrip().endswith("##final score:") and r.params.top_logprobs == 20 and r.params.max_tokens == 1
+            grade = GRADE.search(re.search(r"Passage: (.*)", text).group(1)).group(1)
+            alts = {" The": math.log(0.6), "##": math.log(0.3)} if grade == "x" else \
+                {f" {grade}": math.log(0.5), " 0" if grade != "0" else " 1": math.log(0.2), "Rel": math.log(0.3)}
+            out.append(Completion(text="", prompt_tokens=1, completion_tokens=1, top_logprobs=[alts]))
+        return out
+
+
+def test_umbrela_grades_from_log_probabilities_where_the_engine_has_them(tmp_path):
+    """umbrela.mode=auto (conf/umbrela/default.yaml): an engine with log-probabilities (the embedded llama.cpp
+    default) gets the logprobs prompt, one token each, the grade read over 0-3 from its alternatives; one without
+    them gets the published text reply; grades are cached per mode."""
+    items = [GradeItem("q0", "What about q0?", pid, passage(pid, GRADES[pid])) for pid in ("a1", "a2", "a3", "a5")]
+    grader = build_grader(OmegaConf.load(CONF / "umbrela" / "default.yaml"), tmp_path)
+    engine = LogprobGrader(respond)
+    grades = grader.grade(engine, items)
+    assert [g.grade for g in grades] == [3, 1, 0, None]  # a5: no grade among the alternatives, counted unreadable
+    assert [len(b) for b in engine.batches] == [4]  # one batch, no re-ask (the same prompt scores the same)
+    assert grader.resolved_mode(engine) == "logprobs" and grader.resolved_mode(ScriptedEngine(respond)) == "text"
+    again = LogprobGrader(respond)
+    assert [g.cached for g in grader.grade(again, items)] == [True, True, True, False]
+    text = ScriptedEngine(respond)  # no log-probabilities: the published reply, its own cache entries
+    assert [g.grade for g in grader.grade(text, items)] == [3, 1, 0, None] and len(text.batches[0]) == 4
 
 
 # -- pooling --------------------------------------------------------------------------------------------------
@@ -432,6 +470,7 @@ def test_every_nugget_judge_is_rescored_against_the_pooled_set_and_ranked_only_o
         assert {m[prefix + "nugget_set"]["source"] for m in own} == {"passages"}
 
     summary = summarize(sweep, wandb=False, n_boot=10)
+    assert summary.agreement_refused.split("/")[0] in ALL_JUDGES  # the agreement refuses for any nugget judge
     assert not [m for m in summary.best if m.startswith(PREFIXES)]
     assert {m.split("/")[0] for m in summary.not_ranked} == set(ALL_JUDGES)
     line = summary.notice("argue/f1/all")
