@@ -74,6 +74,11 @@ class Judge(ABC):
         """Every run metric of this judge starts with this (re-judging replaces exactly these)."""
         return f"judge/{self.name}/"
 
+    def context_evaluations(self) -> list[str]:
+        """The per-answer evaluations that judge an answer against its retrieved passages (faithfulness): undefined
+        for answers that had none (`eval.meta` says so in their rows). None by default."""
+        return []
+
     def declaration(self) -> dict[str, Any] | None:
         """How a reader names this judge's per-answer values, stored with every result (`_values`): a metric
         `prefix`, the result `fields` that are evaluations, and `reference` (its values are the truth others are

@@ -217,6 +217,8 @@ BUILTIN: tuple[MetricSpec, ...] = (
        "re-asks (never scored)", NONNEG, False),
     _s("judge/{judge}/skipped_no_gold", "counter", "answers (or fields) skipped for lack of a gold answer",
        NONNEG),
+    _s("judge/{judge}/skipped_no_passages", "counter", "answers whose passage-based fields (faithfulness) are "
+       "undefined: the answer had no retrieved passages", NONNEG),
     _s("judge/{judge}/{field}_n", "counter", "answers that have a value for the field", NONNEG),
     _s("judge/{judge}/{field}_share_{value}/{split}", "rate", "share of scored answers at one value of a field "
        "(RAGtifier Table 1 layout)", UNIT),
