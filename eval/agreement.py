@@ -9,8 +9,9 @@ intervals.
 AP correlation with ties follows Urbano & Marrero ("The Treatment of Ties in AP Correlation", ICTIR 2017):
 tau_ap_a when a reference ("truth") ranking without ties is compared with a candidate that may tie, tau_ap_b
 (symmetric, no reference) when both may tie. The reference is explicit (`--reference`, the sweep summary's
-`agreement_reference`): human labels where a run carries them, else nugget scores, as AutoNuggetizer compares its
-automatic evaluations with the manual one; it is named in every output (CSV column `reference`, the matrix and
+`agreement_reference`): by default a reference judge's values (nugget scores, as AutoNuggetizer compares its
+automatic evaluations with the manual one; run folders carry no human labels: `python -m eval.meta` compares judges
+with people); it is named in every output (CSV column `reference`, the matrix and
 heatmap titles, the W&B key `.../tau_ap_a_ref_<side>`).
 
 By default every judge field is paired with every nugget metric (the registry's per-answer kinds; counters
@@ -262,10 +263,9 @@ def check_nugget_sets(runs: Sequence[Run], evaluations: Sequence[str]) -> None:
 
 
 # -- agreement ------------------------------------------------------------------------------------------------
-#: which side of a pair is the reference ("truth") of tau_ap_a, in order of preference: human labels where a run
-#: carries them, else a reference judge's values (the judge declares itself one: AutoNuggetizer's nugget scores,
-#: which it compares with the manual ones the same way); with neither, the column side of the matrix (`b`).
-HUMAN_PREFIX = "human/"
+#: which side of a pair is the reference ("truth") of tau_ap_a: a reference judge's values (the judge declares
+#: itself one: AutoNuggetizer's nugget scores, which it compares with the manual ones the same way), else the
+#: column side of the matrix (`b`). Run folders carry no human labels (`python -m eval.meta` compares with people).
 #: the nugget judge's prefix, taken as the reference only for runs that carry no declarations (built in code)
 UNDECLARED_REFERENCE_PREFIX = "nuggets/"
 
@@ -277,21 +277,15 @@ def references_of(runs: Sequence[Run]) -> set[str] | None:
 
 
 def is_reference(name: str, references: set[str] | None) -> bool:
-    if name.startswith(HUMAN_PREFIX):
-        return True
     return name in references if references is not None else name.startswith(UNDECLARED_REFERENCE_PREFIX)
 
 
 def choose_reference(a: str, b: str, reference: str = "auto", references: set[str] | None = None) -> str:
-    """The reference of pair (a, b): `auto` prefers human labels, then a reference judge's values (`references`,
-    declared by the judges; without declarations, nugget scores by name); any other value is a glob or prefix
-    (`nuggets`, `judge/liverag/*`, an evaluation's full name) that one side must match; no match: `b`."""
+    """The reference of pair (a, b): `auto` takes a reference judge's values (`references`, declared by the
+    judges; without declarations, nugget scores by name); any other value is a glob or prefix (`nuggets`,
+    `judge/liverag/*`, an evaluation's full name) that one side must match; no match: `b`."""
     if reference == "auto":
-        for test in (lambda s: s.startswith(HUMAN_PREFIX), lambda s: is_reference(s, references)):
-            for side in (b, a):
-                if test(side):
-                    return side
-        return b
+        return next((side for side in (b, a) if is_reference(side, references)), b)
     patterns = [reference, reference.rstrip("/") + "/*"]
     for pattern in patterns:
         for side in (b, a):
@@ -478,7 +472,7 @@ def agreement_matrix(runs: Sequence[Run], rows: Sequence[str] | None = None, col
                      n_boot: int = 1000, seed: int = 0, confidence: float = 0.95,
                      reference: str = "auto") -> Agreement:
     """Every row evaluation against every column evaluation; `reference` picks tau_ap_a's truth per pair
-    (`choose_reference`: human labels, else nugget scores, else the column)."""
+    (`choose_reference`: nugget scores, else the column)."""
     if rows is None or cols is None:
         default_rows, default_cols = default_axes(runs)
         rows = default_rows if rows is None else rows
@@ -601,7 +595,7 @@ def to_markdown(agreement: Agreement) -> str:
 
 def scalars(agreement: Agreement) -> dict[str, float | int]:
     """`agreement/<judge>/<field>/<nugget metric>/<stat>` for the matrix's defined judge x nugget cells;
-    tau_ap_a's key names its reference side (`tau_ap_a_ref_nuggets`, `..._ref_judge`, `..._ref_human`)."""
+    tau_ap_a's key names its reference side (`tau_ap_a_ref_nuggets`, `..._ref_judge`)."""
     out: dict[str, float | int] = {}
     references = references_of(agreement.runs)
     for p in agreement.matrix_pairs:
@@ -663,7 +657,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--metrics", nargs="*", default=[], help="all pairs of these evaluations instead")
     parser.add_argument("--reference", default=None,
                         help="tau_ap_a's reference: an evaluation's name or a glob/prefix (`nuggets`, `judge/x/*`); "
-                             "default: human labels, else nugget scores, else the column. With --metrics and a full "
+                             "default: nugget scores, else the column. With --metrics and a full "
                              "name: only that one against each other")
     parser.add_argument("--bootstrap", type=int, default=1000, help="bootstrap resamples over topics")
     parser.add_argument("--seed", type=int, default=0)

@@ -219,7 +219,7 @@ def add_agreement(summary: SweepSummary, patterns: Sequence[str] = (), n_boot: i
 
     By default the judge x nugget-metric matrix (per-answer kinds of the registry; never counters); with
     `patterns`, every pair of the evaluations they match. `reference`: tau_ap_a's truth (`eval.agreement.
-    choose_reference`: `auto` is human labels, else nugget scores).
+    choose_reference`: `auto` is nugget scores).
     """
     try:
         from eval.agreement import (
@@ -518,7 +518,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                         help="glob patterns: every pair of these evaluations (default: the judge x nugget-metric matrix)")
     parser.add_argument("--bootstrap", type=int, default=200, help="bootstrap resamples for agreement CIs")
     parser.add_argument("--agreement-reference", default="auto",
-                        help="tau_ap_a's reference: auto (human labels, else nugget scores), or a glob/prefix")
+                        help="tau_ap_a's reference: auto (nugget scores), or a glob/prefix")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
     wandb_arg: bool | dict[str, Any] = not args.no_wandb

@@ -250,7 +250,7 @@ BUILTIN: tuple[MetricSpec, ...] = (
     _s("agreement/{judge}/{field}/{nugget}/{stat}", "correlation", "Kendall tau-b / tau_ap_a (the key names its "
        "reference side) / tau_ap_b (and CI bounds) "
        "between a judge field and a nugget metric over the sweep's runs", (-1.0, 1.0), None,
-       stat="|".join(f"{s}{b}" for s in ("tau_b", "tau_ap_a_ref_nuggets", "tau_ap_a_ref_judge", "tau_ap_a_ref_human",
+       stat="|".join(f"{s}{b}" for s in ("tau_b", "tau_ap_a_ref_nuggets", "tau_ap_a_ref_judge",
                                           "tau_ap_b", "tau_topic") for b in ("", "_lo", "_hi"))),
     _s("agreement/{judge}/{field}/{nugget}/{count}", "counter", "runs and topics behind an agreement cell",
        NONNEG, None, count="n_runs|n_topics|n_topics_dropped"),
