@@ -46,6 +46,7 @@ from scipy.stats import kendalltau
 
 from rag.core.io import atomic_write_text
 from rag.folders import RunFolder
+from rag.judge.nugget_sets import compare_nugget_sets
 from rag.judge.run import declare_saved_specs
 from rag.metrics.registry import REGISTRY
 from rag.records import result_values
@@ -240,25 +241,20 @@ def nugget_sets(run: Run) -> dict[str, dict[str, str]]:
 
 def check_nugget_sets(runs: Sequence[Run], evaluations: Sequence[str]) -> None:
     """Refuse to pair runs whose results for one of `evaluations` were scored against different nugget sets on
-    some topic: one NuggetSetMismatch, one line, naming the topic and how many sets (AutoNuggetizer scores every
-    run against one set per topic)."""
+    some topic (`rag.judge.nugget_sets.compare_nugget_sets`, the one rule every comparison of cells uses): one
+    NuggetSetMismatch, one line, naming the topic and how many sets (AutoNuggetizer scores every run against one
+    set per topic). Any nugget-based judge's values count: nuggets, ARGUE, Crucible."""
     if len(runs) < 2:
         return
-    wanted = set(evaluations)
-    seen: dict[str, dict[str, set[str]]] = {}
-    for run in runs:
-        for evaluation, topics in nugget_sets(run).items():
-            if evaluation in wanted:
-                for topic, value in topics.items():
-                    seen.setdefault(evaluation, {}).setdefault(topic, set()).add(value)
-    for evaluation in sorted(seen):
-        differ = sorted(t for t, values in seen[evaluation].items() if len(values) > 1)
-        if differ:
-            first = differ[0]
+    sets = [nugget_sets(run) for run in runs]
+    for evaluation in sorted({e for s in sets for e in s} & set(evaluations)):
+        comparison = compare_nugget_sets(evaluation, {str(i): s.get(evaluation) for i, s in enumerate(sets)})
+        if not comparison.comparable:
+            first = next(iter(comparison.differing))
             raise NuggetSetMismatch(
-                f"{evaluation}: topic {first!r} was scored against {len(seen[evaluation][first])} distinct nugget "
-                f"sets across {len(runs)} runs ({len(differ)} of {len(seen[evaluation])} topics differ), so the "
-                f"runs' nugget scores do not compare; make one nugget set per topic and re-score the cells: "
+                f"{evaluation}: topic {first!r} was scored against {comparison.n_sets[first]} distinct nugget "
+                f"sets across {len(runs)} runs ({len(comparison.differing)} of {comparison.n_topics} topics differ), "
+                f"so the runs' nugget scores do not compare; make one nugget set per topic and re-score the cells: "
                 f"{POOL_COMMAND}")
 
 

@@ -177,6 +177,10 @@ class NuggetSetComparison:
     metric: str
     #: topic -> the cells that scored it, where more than one identity was used
     differing: dict[str, list[str]] = field(default_factory=dict)
+    #: topic -> how many distinct sets scored it (the differing topics)
+    n_sets: dict[str, int] = field(default_factory=dict)
+    #: topics some cell recorded a set for
+    n_topics: int = 0
 
     @property
     def comparable(self) -> bool:
@@ -203,6 +207,6 @@ def compare_nugget_sets(metric: str, cells: Mapping[str, Mapping[str, str] | Non
     for cell, topics in cells.items():
         for topic, identity in (topics or {}).items():
             seen.setdefault(topic, {}).setdefault(identity, []).append(cell)
-    differing = {t: sorted(c for cells_ in by_id.values() for c in cells_) for t, by_id in seen.items()
+    differing = {t: sorted(c for cells_ in by_id.values() for c in cells_) for t, by_id in sorted(seen.items())
                  if len(by_id) > 1}
-    return NuggetSetComparison(metric, dict(sorted(differing.items())))
+    return NuggetSetComparison(metric, differing, {t: len(seen[t]) for t in differing}, len(seen))
