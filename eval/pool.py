@@ -341,6 +341,21 @@ class PoolOutcome:
     judges: list[str] = field(default_factory=list)
 
 
+def warn_if_settings_differ(cfg: DictConfig, cells: Sequence[Cell]) -> None:
+    """The pool creates nuggets with the `judge.nuggetizer` node composed here; say so when the cells' judges used
+    other settings (gold-document topics then get other nuggets than the cells made)."""
+    saved = next((c.run.saved_config.get("judge", {}).get(NUGGETIZER) for c in cells
+                  if isinstance(c.run.saved_config.get("judge"), Mapping)
+                  and isinstance(c.run.saved_config["judge"].get(NUGGETIZER), Mapping)), None)
+    if saved is None:
+        return
+    here = OmegaConf.to_container(cfg.judge[NUGGETIZER], resolve=True)
+    differ = sorted(k for k in set(saved) | set(here) if k not in ("llm", "nugget_file") and saved.get(k) != here.get(k))
+    if differ:
+        log.warning("judge.%s here differs from the cells' in %s: the pooled nuggets are made with the settings "
+                    "given here (set judge.%s.<key>=... to match)", NUGGETIZER, ", ".join(differ), NUGGETIZER)
+
+
 def pool_sweep(cfg: DictConfig, factory: EngineFactory | None = None) -> PoolOutcome:
     """Pool, grade and create as `cfg` says, re-score every nugget-based judge of every complete cell against the
     pooled set, summarize."""
@@ -349,6 +364,7 @@ def pool_sweep(cfg: DictConfig, factory: EngineFactory | None = None) -> PoolOut
     cfg = complete_from_run(cfg, cells[0].dir)  # llm, seed, dataset: the first complete cell's unless given
     cache_dir = run_cache_dir(cfg, cells[0].dir)
     judges = nugget_judges(cfg, cells)
+    warn_if_settings_differ(cfg, cells)
     nuggetizer = build_nuggetizer(cfg.judge, list(judges))
     if not isinstance(nuggetizer, AutoNuggetizer):
         raise ConfigError(f"judge.{NUGGETIZER}._target_: the pool creates nuggets with eval.nuggets.AutoNuggetizer")
