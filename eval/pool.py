@@ -5,23 +5,26 @@ of a sweep is scored against its own nugget set and agreement across cells compa
 AutoNuggetizer (Pradeep et al., TREC 2024 RAG, section 4; the track's evaluation procedure) makes one set per topic
 from the documents of the compared runs' pools that UMBRELA graded at least "related". This does that after a sweep:
 
-1. pool: per topic, the top `depth` passages each complete cell's record gave its generator (`context` ids with the
-   `passages` texts), deduplicated by passage id, best rank first, then cell order; a topic whose records have gold
-   documents uses those instead (not graded: they are the dataset's own relevant documents), as a run's judge does;
-2. grade every pooled passage with UMBRELA (`eval.umbrela.UmbrelaGrader`: one batch, cached per pair);
+1. pool: per topic, the `depth` best-ranked passages each complete cell's record gave its generator, in rank order
+   (`AnswerRecord.ranked_passages`: the ranked list after reranking, not the prompt's order; `best_rank` is that
+   rank), deduplicated by passage id, best rank first, then cell order; a topic whose records have gold documents
+   uses those instead (not graded: they are the dataset's own relevant documents), as a run's judges do;
+2. grade every pooled passage with UMBRELA (`eval.umbrela.UmbrelaGrader`: one batch, cached per pair and engine;
+   by log-probabilities where the engine has them, `umbrela.mode`);
 3. create nuggets once per topic from the passages graded at least `threshold` (default 1, "related", as the paper)
-   with `AutoNuggetizer.create`, configured like the composed nugget judge (and cached the same way);
+   with `AutoNuggetizer.create`, configured by the `judge.nuggetizer` node (and cached the same way);
 4. write `<sweep>/nuggets/pool.jsonl` (per topic: the pooled passages with ids, grades, best rank and the cells
-   that retrieved them), `pooled_create.jsonl` (castorini/nuggetizer's create shape) and `pooled_sets.json` (the
-   nugget-set hash of each topic and of the whole set), atomically;
-5. re-score every complete cell with the nugget judge against `pooled_create.jsonl` (`eval.main.rejudge`; each
-   result records its topic's `nugget_set`), then write the sweep summary again (`eval.summary.summarize`).
+   that retrieved them), `pooled_create.jsonl` (castorini/nuggetizer's create shape, with `source: pooled`) and
+   `pooled_sets.json` (the nugget-set identity of each topic and of the whole set), atomically;
+5. re-score every nugget-based judge of every complete cell (nuggets, ARGUE, Crucible: those the cells ran, plus
+   any composed here) against `pooled_create.jsonl` (`eval.main.rejudge`; each result records its topic's
+   `nugget_set`, each cell's metrics.json the set per judge), then write the sweep summary again.
 
     python -m eval.pool sweep_dir=SWEEP                         # llm, seed, dataset: the first complete cell's
     python -m eval.pool sweep_dir=SWEEP llm=gemma3_27b pool.depth=20 pool.threshold=2
 
 Cells still run their own judges during the sweep (SLURM jobs need nothing from each other); this runs once they
-have finished. A topic with no passage at or above the threshold is logged, counted and left unscored. A rerun
+have finished (by hand, or by the sweep-summary callback with `pool: true`). A topic with no passage at or above the threshold is logged, counted and left unscored. A rerun
 after a kill takes grades, nuggets and the judges' responses from the caches.
 """
 

@@ -37,6 +37,7 @@ from rag.llm.cache import ResponseCache
 from rag.llm.factory import EngineFactory
 from rag.records import AnswerRecord
 from rag.report.build import build_report
+from tests.cluster.helpers import offline_runs, read_wandb_run
 
 CONF = REPO / "conf"
 GRADE = re.compile(r"grade=(\d|x)")
@@ -469,8 +470,11 @@ def test_every_nugget_judge_is_rescored_against_the_pooled_set_and_ranked_only_o
         assert len({m[prefix + "nugget_set"]["topics"]["q0"] for m in own}) == 3
         assert {m[prefix + "nugget_set"]["source"] for m in own} == {"passages"}
 
-    summary = summarize(sweep, wandb=False, n_boot=10)
+    summary = summarize(sweep, wandb={"project": "rulers", "mode": "offline"}, n_boot=10)
     assert summary.agreement_refused.split("/")[0] in ALL_JUDGES  # the agreement refuses for any nugget judge
+    logged = read_wandb_run(offline_runs(sweep)[0])["summary"]  # W&B: no best across rulers, the line instead
+    assert logged["not_ranked/argue/f1/all"] == summary.notice("argue/f1/all") and "best/argue/f1/all" not in logged
+    assert "best/judge/liverag/correctness/all" in logged
     assert not [m for m in summary.best if m.startswith(PREFIXES)]
     assert {m.split("/")[0] for m in summary.not_ranked} == set(ALL_JUDGES)
     line = summary.notice("argue/f1/all")
