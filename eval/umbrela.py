@@ -89,7 +89,8 @@ class Grade:
 
 #: how a grade is read: "text" parses the published `##final score: N` reply (re-asked when unreadable);
 #: "logprobs" reads it from the first token's alternatives over 0-3 after a prompt that ends in `##final score:`
-#: (`rag.llm.asking.ask_choices`, as the nugget assignment's logprobs mode); "auto": logprobs where the engine
+#: (`rag.llm.asking.ask_choices`, as the nugget assignment's logprobs mode; the first non-blank token, as a
+#: tokenizer may emit the space before the digit on its own); "auto": logprobs where the engine
 #: returns log-probabilities (llama.cpp, vLLM, OpenAI-compatible), else text
 MODES = ("auto", "text", "logprobs")
 LABELS = tuple(str(g) for g in GRADES)
@@ -137,7 +138,7 @@ class UmbrelaGrader:
         mode = self.resolved_mode(engine)
         return {"qid": item.qid, "passage_id": item.passage_id, "mode": mode, "prompt": self.prompt_hash(engine),
                 "query": item.query, "passage": stable_hash(cut_text(item.text, self.max_passage_chars), length=16),
-                "params": self.params if mode == "text" else {"top_logprobs": self.top_logprobs}}
+                "params": self.params if mode == "text" else {"top_logprobs": self.top_logprobs, "skip_blank": True}}
 
     @property
     def cache(self) -> OutputCache:
@@ -167,7 +168,8 @@ class UmbrelaGrader:
                                                           passage=cut_text(items[i].text, self.max_passage_chars)),
                                params=params, stop_plain=template.stop_plain) for i, _k in todo]
         if mode == "logprobs":
-            chosen = ask_choices(engine, requests, LABELS, self.top_logprobs, desc="umbrela (logprobs)")
+            chosen = ask_choices(engine, requests, LABELS, self.top_logprobs, desc="umbrela (logprobs)",
+                                 skip_blank=True)
             found = [(None if c.label is None else int(c.label), c.raw, 1, c.probabilities) for c in chosen]
         else:
             asked = ask_with_retries(engine, requests, lambda _j, text: parse_final_score(text), self.max_retries,

@@ -209,9 +209,10 @@ def test_grades_in_one_batch_cached_per_pair(tmp_path):
 
 
 class LogprobGrader(ScriptedEngine):
-    """A real engine with log-probabilities: for a prompt ending in `##final score:` it returns the first token's
-    alternatives, most of the mass on the passage's `grade=N` (none of them a grade for `grade=x`), and never
-    writes the published reply (as Gemma 3 270M does not)."""
+    """A real engine with log-probabilities: for a prompt ending in `##final score:` it returns the alternatives of
+    the first two tokens, most of the mass on the passage's `grade=N` (none of them a grade for `grade=x`), and
+    never writes the published reply (as Gemma 3 270M does not). For grade 1 the first token is a blank, the digit
+    next, as Gemma's tokenizer does it."""
 
     supports_logprobs = True
 
@@ -220,11 +221,13 @@ class LogprobGrader(ScriptedEngine):
         out = []
         for r in requests:
             text = prompt_text(r)
-            assert text.rstrip().endswith("##final score:") and r.params.top_logprobs == 20 and r.params.max_tokens == 1
+            assert text.rstrip().endswith("##final score:") and r.params.top_logprobs == 20 and r.params.max_tokens == 2
             grade = GRADE.search(re.search(r"Passage: (.*)", text).group(1)).group(1)
             alts = {" The": math.log(0.6), "##": math.log(0.3)} if grade == "x" else \
                 {f" {grade}": math.log(0.5), " 0" if grade != "0" else " 1": math.log(0.2), "Rel": math.log(0.3)}
-            out.append(Completion(text="", prompt_tokens=1, completion_tokens=1, top_logprobs=[alts]))
+            blank = {" ": math.log(0.7), "\n": math.log(0.2), " 0": math.log(0.1)}  # the digit comes after the space
+            out.append(Completion(text="", prompt_tokens=1, completion_tokens=2,
+                                  top_logprobs=[blank, alts] if grade == "1" else [alts, {" ": 0.0}]))
         return out
 
 
