@@ -567,8 +567,8 @@ def test_no_topic_with_a_relevant_passage_stops_before_rescoring(tmp_path):
 @pytest.mark.slow
 def test_real_model_grades_and_creates_one_set_for_two_cells(tmp_path):
     """Gemma 3 270M (plain text, llama.cpp) on two cells that share their top passage of a topic and both have gold
-    documents for another: the pooled passage is graded once (a real reply is an integer 0-3 or counted as
-    unreadable; this base model tends to copy the format's placeholder), the gold topic's nuggets are made from its
+    documents for another: the pooled passage is graded once (umbrela mode auto: by log-probabilities on llama.cpp;
+    a grade is an integer 0-3 or counted as unreadable), the gold topic's nuggets are made from its
     gold documents, the files are written, and a second build asks the model nothing."""
     from rag.llm.llama_cpp import LlamaCppEngine
 
