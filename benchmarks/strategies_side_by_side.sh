@@ -13,9 +13,9 @@ OUT="${OUT:-/tmp/strategies}"
 PY="${PY:-.venv/bin/python}"
 export RAG_OUTPUT_DIR="$OUT/outputs" RAG_CACHE_DIR="${RAG_CACHE_DIR:-$OUT/cache}"
 COMMON=(dataset=liverag_dev "dataset.limit=$N" retriever=bm25 retriever.k=20 rerank.k=5 logger=none
-        cache.llm_responses=false judge=crucible judge.crucible.nuggets.max_passages=2
-        judge.crucible.nuggets.max_passage_chars=1500 judge.crucible.nuggets.max_nuggets=10
-        judge.crucible.nuggets.keep_top=10 judge.crucible.nuggets.create_params.max_tokens=256)
+        cache.llm_responses=false judge=crucible judge.nuggetizer.max_passages=2
+        judge.nuggetizer.max_passage_chars=1500 judge.nuggetizer.max_nuggets=10
+        judge.nuggetizer.keep_top=10 judge.nuggetizer.create_params.max_tokens=256)
 "$PY" -m rag.main -m "${COMMON[@]}" generator=crucible,crucible_verified generator.max_docs=3 \
   generator.bank.size=5 generator.passages_per_nugget=1 hydra.sweep.dir="$OUT/crucible"
 "$PY" -m rag.main -m "${COMMON[@]}" generator=ginger generator.max_passages=3 generator.max_clusters=3 \

@@ -9,8 +9,9 @@ intervals.
 AP correlation with ties follows Urbano & Marrero ("The Treatment of Ties in AP Correlation", ICTIR 2017):
 tau_ap_a when a reference ("truth") ranking without ties is compared with a candidate that may tie, tau_ap_b
 (symmetric, no reference) when both may tie. The reference is explicit (`--reference`, the sweep summary's
-`agreement_reference`): human labels where a run carries them, else nugget scores, as AutoNuggetizer compares its
-automatic evaluations with the manual one; it is named in every output (CSV column `reference`, the matrix and
+`agreement_reference`): by default a reference judge's values (nugget scores, as AutoNuggetizer compares its
+automatic evaluations with the manual one; run folders carry no human labels: `python -m eval.meta` compares judges
+with people); it is named in every output (CSV column `reference`, the matrix and
 heatmap titles, the W&B key `.../tau_ap_a_ref_<side>`).
 
 By default every judge field is paired with every nugget metric (the registry's per-answer kinds; counters
@@ -45,9 +46,10 @@ from scipy.stats import kendalltau
 
 from rag.core.io import atomic_write_text
 from rag.folders import RunFolder
+from rag.judge.nugget_sets import compare_nugget_sets
 from rag.judge.run import declare_saved_specs
 from rag.metrics.registry import REGISTRY
-from rag.metrics.stats import too_few_units
+from rag.metrics.stats import NAN2, percentile_ci, too_few_units
 from rag.records import result_values
 
 log = logging.getLogger(__name__)
@@ -239,34 +241,27 @@ def nugget_sets(run: Run) -> dict[str, dict[str, str]]:
 
 def check_nugget_sets(runs: Sequence[Run], evaluations: Sequence[str]) -> None:
     """Refuse to pair runs whose results for one of `evaluations` were scored against different nugget sets on
-    some topic: one NuggetSetMismatch, one line, naming the topic and how many sets (AutoNuggetizer scores every
-    run against one set per topic)."""
+    some topic (`rag.judge.nugget_sets.compare_nugget_sets`, the one rule every comparison of cells uses): one
+    NuggetSetMismatch, one line, naming the topic and how many sets (AutoNuggetizer scores every run against one
+    set per topic). Any nugget-based judge's values count: nuggets, ARGUE, Crucible."""
     if len(runs) < 2:
         return
-    wanted = set(evaluations)
-    seen: dict[str, dict[str, set[str]]] = {}
-    for run in runs:
-        for evaluation, topics in nugget_sets(run).items():
-            if evaluation in wanted:
-                for topic, value in topics.items():
-                    seen.setdefault(evaluation, {}).setdefault(topic, set()).add(value)
-    for evaluation in sorted(seen):
-        differ = sorted(t for t, values in seen[evaluation].items() if len(values) > 1)
-        if differ:
-            first = differ[0]
+    sets = [nugget_sets(run) for run in runs]
+    for evaluation in sorted({e for s in sets for e in s} & set(evaluations)):
+        comparison = compare_nugget_sets(evaluation, {str(i): s.get(evaluation) for i, s in enumerate(sets)})
+        if not comparison.comparable:
+            first = next(iter(comparison.differing))
             raise NuggetSetMismatch(
-                f"{evaluation}: topic {first!r} was scored against {len(seen[evaluation][first])} distinct nugget "
-                f"sets across {len(runs)} runs ({len(differ)} of {len(seen[evaluation])} topics differ), so the "
-                f"runs' nugget scores do not compare; make one nugget set per topic and re-score the cells: "
+                f"{evaluation}: topic {first!r} was scored against {comparison.n_sets[first]} distinct nugget "
+                f"sets across {len(runs)} runs ({len(comparison.differing)} of {comparison.n_topics} topics differ), "
+                f"so the runs' nugget scores do not compare; make one nugget set per topic and re-score the cells: "
                 f"{POOL_COMMAND}")
 
 
 # -- agreement ------------------------------------------------------------------------------------------------
-NAN2 = (math.nan, math.nan)
-#: which side of a pair is the reference ("truth") of tau_ap_a, in order of preference: human labels where a run
-#: carries them, else a reference judge's values (the judge declares itself one: AutoNuggetizer's nugget scores,
-#: which it compares with the manual ones the same way); with neither, the column side of the matrix (`b`).
-HUMAN_PREFIX = "human/"
+#: which side of a pair is the reference ("truth") of tau_ap_a: a reference judge's values (the judge declares
+#: itself one: AutoNuggetizer's nugget scores, which it compares with the manual ones the same way), else the
+#: column side of the matrix (`b`). Run folders carry no human labels (`python -m eval.meta` compares with people).
 #: the nugget judge's prefix, taken as the reference only for runs that carry no declarations (built in code)
 UNDECLARED_REFERENCE_PREFIX = "nuggets/"
 
@@ -278,21 +273,15 @@ def references_of(runs: Sequence[Run]) -> set[str] | None:
 
 
 def is_reference(name: str, references: set[str] | None) -> bool:
-    if name.startswith(HUMAN_PREFIX):
-        return True
     return name in references if references is not None else name.startswith(UNDECLARED_REFERENCE_PREFIX)
 
 
 def choose_reference(a: str, b: str, reference: str = "auto", references: set[str] | None = None) -> str:
-    """The reference of pair (a, b): `auto` prefers human labels, then a reference judge's values (`references`,
-    declared by the judges; without declarations, nugget scores by name); any other value is a glob or prefix
-    (`nuggets`, `judge/liverag/*`, an evaluation's full name) that one side must match; no match: `b`."""
+    """The reference of pair (a, b): `auto` takes a reference judge's values (`references`, declared by the
+    judges; without declarations, nugget scores by name); any other value is a glob or prefix (`nuggets`,
+    `judge/liverag/*`, an evaluation's full name) that one side must match; no match: `b`."""
     if reference == "auto":
-        for test in (lambda s: s.startswith(HUMAN_PREFIX), lambda s: is_reference(s, references)):
-            for side in (b, a):
-                if test(side):
-                    return side
-        return b
+        return next((side for side in (b, a) if is_reference(side, references)), b)
     patterns = [reference, reference.rstrip("/") + "/*"]
     for pattern in patterns:
         for side in (b, a):
@@ -342,14 +331,6 @@ class PairAgreement:
                 "tau_topic": self.tau_topic, "tau_topic_lo": self.tau_topic_ci[0],
                 "tau_topic_hi": self.tau_topic_ci[1], "n_topics_defined": self.n_topics_defined,
                 "reference_ties": self.reference_ties, "ci_note": self.ci_reason, "reason": self.reason}
-
-
-def _ci(samples: Sequence[float], confidence: float) -> tuple[float, float]:
-    values = np.asarray([s for s in samples if not math.isnan(s)], dtype=float)
-    if len(values) == 0:
-        return NAN2
-    alpha = (1 - confidence) / 2
-    return float(np.quantile(values, alpha)), float(np.quantile(values, 1 - alpha))
 
 
 def _reason(ma: Sequence[float], mb: Sequence[float], a: str, b: str) -> str:
@@ -419,11 +400,11 @@ def pair_agreement(runs: Sequence[Run], a: str, b: str, n_boot: int = 1000, seed
         sample = sample[~np.isnan(sample)]
         boot_topic.append(float(sample.mean()) if len(sample) else math.nan)
     if run_level:
-        out.tau_b_ci, out.tau_ap_a_ci, out.tau_ap_b_ci = (_ci([s[k] for s in boot], confidence) for k in range(3))
+        out.tau_b_ci, out.tau_ap_a_ci, out.tau_ap_b_ci = (percentile_ci([s[k] for s in boot], confidence) for k in range(3))
         if out.reference_ties:
             out.tau_ap_a_ci = NAN2
     if defined.any():
-        out.tau_topic_ci = _ci(boot_topic, confidence)
+        out.tau_topic_ci = percentile_ci(boot_topic, confidence)
     return out
 
 
@@ -492,7 +473,7 @@ def agreement_matrix(runs: Sequence[Run], rows: Sequence[str] | None = None, col
                      n_boot: int = 1000, seed: int = 0, confidence: float = 0.95,
                      reference: str = "auto") -> Agreement:
     """Every row evaluation against every column evaluation; `reference` picks tau_ap_a's truth per pair
-    (`choose_reference`: human labels, else nugget scores, else the column)."""
+    (`choose_reference`: nugget scores, else the column)."""
     if rows is None or cols is None:
         default_rows, default_cols = default_axes(runs)
         rows = default_rows if rows is None else rows
@@ -621,7 +602,7 @@ def to_markdown(agreement: Agreement) -> str:
 
 def scalars(agreement: Agreement) -> dict[str, float | int]:
     """`agreement/<judge>/<field>/<nugget metric>/<stat>` for the matrix's defined judge x nugget cells;
-    tau_ap_a's key names its reference side (`tau_ap_a_ref_nuggets`, `..._ref_judge`, `..._ref_human`)."""
+    tau_ap_a's key names its reference side (`tau_ap_a_ref_nuggets`, `..._ref_judge`)."""
     out: dict[str, float | int] = {}
     references = references_of(agreement.runs)
     for p in agreement.matrix_pairs:
@@ -683,7 +664,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--metrics", nargs="*", default=[], help="all pairs of these evaluations instead")
     parser.add_argument("--reference", default=None,
                         help="tau_ap_a's reference: an evaluation's name or a glob/prefix (`nuggets`, `judge/x/*`); "
-                             "default: human labels, else nugget scores, else the column. With --metrics and a full "
+                             "default: nugget scores, else the column. With --metrics and a full "
                              "name: only that one against each other")
     parser.add_argument("--bootstrap", type=int, default=1000, help="bootstrap resamples over topics")
     parser.add_argument("--seed", type=int, default=0)

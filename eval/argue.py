@@ -40,12 +40,13 @@ from statistics import mean
 from typing import Any
 
 from eval.judges import EVAL_PROMPT_DIR
-from eval.nuggets import AutoNuggetizer, NuggetSet, topic_from_record
+from eval.nuggets import AutoNuggetizer, received_nuggets
 from rag.core.errors import ConfigError
 from rag.core.io import atomic_write_jsonl
 from rag.core.parsing import parse_fields
 from rag.export.trec import split_sentences
 from rag.judge.base import SPLITS, EvalContext, Judge, split_of
+from rag.judge.nugget_sets import TopicNuggets
 from rag.llm.asking import ask_choices, ask_with_retries, make_params
 from rag.llm.base import LLMEngine, LLMRequest
 from rag.metrics.registry import BUILTIN, MetricSpec
@@ -61,6 +62,9 @@ DECISION_MODES = ("text", "logprobs")
 YES_NO_SCHEMA = {"type": "object", "properties": {"answer": {"type": "string", "enum": ["YES", "NO"]}},
                  "required": ["answer"], "additionalProperties": False}
 _MARKER = re.compile(r"\s*\[(\d+(?:\s*,\s*\d+)*)\]")
+#: how a marker beyond the answer's passages is recorded as a citation (it supports nothing: the sentence is
+#: penalised, as for a cited passage that does not support it)
+INVALID_CITATION = "invalid:[{n}]"
 _BARE = re.compile(r"^\W*(yes|no)\b", re.IGNORECASE)
 
 
@@ -77,7 +81,9 @@ def parse_yes_no(text: str) -> bool | None:
 def answer_sentences(record: Mapping[str, Any]) -> list[dict[str, Any]]:
     """[{text, citations: [doc_id], passages: [passage text or "" when the run never saw it]}] for any strategy:
     Crucible and GINGER records carry `sentences`; other answers are split into sentences and their `[n]` passage
-    markers read as citations (as `rag.export.trec` does)."""
+    markers read as citations (as `rag.export.trec` does). A marker beyond the answer's passages (`[7]` of 5) is
+    an invalid citation (`INVALID_CITATION`, no passage text): it is never asked about and counts as not
+    supporting, so its sentence is penalised and citation support counts it."""
     passages = record.get("passages") or []
     context = record.get("context") or []
     by_pid = {pid: p for pid, p in zip(context, passages)}
@@ -102,9 +108,15 @@ def answer_sentences(record: Mapping[str, Any]) -> list[dict[str, Any]]:
         text = _MARKER.sub("", sentence).strip()
         if not text:
             continue
-        cited = [passages[n - 1] for n in dict.fromkeys(labels) if 1 <= n <= len(passages)]
-        out.append({"text": text, "citations": [(p.get("doc_IDs") or [""])[0] for p in cited],
-                    "passages": [p.get("passage", "") for p in cited]})
+        citations, texts = [], []
+        for n in dict.fromkeys(labels):
+            if 1 <= n <= len(passages):
+                citations.append((passages[n - 1].get("doc_IDs") or [""])[0])
+                texts.append(passages[n - 1].get("passage", ""))
+            else:  # `[7]` of 5 passages: a citation of nothing the answer had, which supports nothing
+                citations.append(INVALID_CITATION.format(n=n))
+                texts.append("")
+        out.append({"text": text, "citations": citations, "passages": texts})
     return out
 
 
@@ -187,7 +199,7 @@ class JudgedAnswer:
     """One answer after the flow: its sentences, the nugget set they were matched against."""
 
     sentences: list[JudgedSentence]
-    nuggets: NuggetSet
+    nuggets: TopicNuggets
 
     @property
     def parse_failures(self) -> int:
@@ -208,14 +220,12 @@ class ArgueFlow:
     """Runs ARGUE's judgments for a batch of answers: each step is one engine batch over every sentence of every
     answer that reaches it (plus batched re-asks in text mode), then nugget matching where the path needs it."""
 
-    def __init__(self, nuggets: Mapping[str, Any] | None = None, decisions: str = "text",
-                 params: Mapping[str, Any] | None = None, count_partial_nugget: bool = False,
-                 max_passage_chars: int = 2000, max_previous: int = 10, max_retries: int = 2,
-                 retry_temperature: float = 0.2, top_logprobs: int = 20, prompt_dir: str | None = None):
+    def __init__(self, decisions: str = "text", params: Mapping[str, Any] | None = None,
+                 count_partial_nugget: bool = False, max_passage_chars: int = 2000, max_previous: int = 10,
+                 max_retries: int = 2, retry_temperature: float = 0.2, top_logprobs: int = 20,
+                 prompt_dir: str | None = None):
         if decisions not in DECISION_MODES:
             raise ConfigError(f"decisions={decisions!r}: one of {', '.join(DECISION_MODES)}")
-        self.nuggetizer_options = dict(nuggets or {})
-        AutoNuggetizer(**self.nuggetizer_options)  # a misspelt nugget setting fails when the judge is built
         self.decisions = decisions
         self.params = dict(params or {"temperature": 0.0, "max_tokens": 16})
         #: count partial_support as answering a nugget (default strict: support only)
@@ -226,9 +236,6 @@ class ArgueFlow:
         self.max_retries, self.retry_temperature = max_retries, retry_temperature
         self.top_logprobs = top_logprobs
         self.prompt_dir = str(prompt_dir or EVAL_PROMPT_DIR)
-
-    def nuggetizer(self, cache_dir: Path) -> AutoNuggetizer:
-        return AutoNuggetizer(cache_dir=cache_dir, **self.nuggetizer_options)
 
     def decide(self, engine: LLMEngine, prompt: str, items: Sequence[Mapping[str, Any]], desc: str
                ) -> list[bool | None]:
@@ -248,11 +255,11 @@ class ArgueFlow:
         return [r.value for r in ask_with_retries(engine, requests, lambda _i, text: parse_yes_no(text),
                                                   self.max_retries, self.retry_temperature, desc=desc)]
 
-    def run(self, engine: LLMEngine, records: Sequence[AnswerRecord], cache_dir: Path
-            ) -> list[JudgedAnswer | NuggetSet]:
-        """Per record: its judged answer, or the failed nugget set (`failure` says why it cannot be scored)."""
-        nuggetizer = self.nuggetizer(cache_dir)
-        sets = nuggetizer.create(engine, [topic_from_record(r, nuggetizer.max_passages) for r in records])
+    def run(self, engine: LLMEngine, records: Sequence[AnswerRecord], sets: Sequence[TopicNuggets],
+            nuggetizer: AutoNuggetizer) -> list[JudgedAnswer | TopicNuggets]:
+        """Per record: its judged answer against its topic's nuggets (`sets`, the run's one nugget set), or the
+        topic's failed nuggets (`failure` says why it cannot be scored). Sentence-nugget matches use
+        `nuggetizer`'s assignment settings."""
         rows = [r.to_json() for r in records]
         usable = [i for i, s in enumerate(sets) if s.failure is None]
         raw = {i: answer_sentences(rows[i]) for i in usable}
@@ -312,6 +319,7 @@ class FlowJudge(Judge):
     """A judge whose per-answer values are computed from ARGUE's flow: `score(answer)` names them (`fields`)."""
 
     fields: tuple[str, ...] = ()
+    uses_nuggets = True
 
     def __init__(self, name: str, llm: Mapping[str, Any] | None = None, **options: Any):
         super().__init__(name, llm)
@@ -343,22 +351,24 @@ class FlowJudge(Judge):
                  ctx: EvalContext) -> dict[str, Any]:
         if engine is None:
             raise ConfigError(f"judge.{self.name} needs an `llm`")
-        results = self.flow.run(engine, records, Path(ctx.cache_dir))
+        sets, nuggetizer = received_nuggets(self, records, ctx)
+        results = self.flow.run(engine, records, sets, nuggetizer)
         for record, result in zip(records, results):
-            if isinstance(result, NuggetSet):
-                self.store(record, {"skipped": True, "skip_reason": result.failure})
+            if isinstance(result, TopicNuggets):
+                self.store(record, {"skipped": True, "skip_reason": result.failure, "source": result.source})
                 continue
             values = self.score(result)
             verdicts = [sentence_outcome(s).verdict for s in result.sentences]
-            self.store(record, {**values, "uncited": not any(s.citations for s in result.sentences),
+            self.store(record, {**values, "nugget_set": result.nuggets.identity, "source": result.nuggets.source,
+                                "uncited": not any(s.citations for s in result.sentences),
                                 "n_sentences": len(result.sentences), "n_nuggets": len(result.nuggets.nuggets),
                                 "rewarded": verdicts.count("reward"), "penalized": verdicts.count("penalty"),
                                 "parse_failures": result.parse_failures, "sentences": result.details()})
         folder = Path(ctx.run_dir) / self.name
         atomic_write_jsonl(folder / "scores.jsonl", [{"id": r.id, "generator": r.generator, **r.judges[self.name]}
                                                      for r in records])
-        atomic_write_jsonl(folder / "nuggets.jsonl", [r.nuggets.record() for r in results
-                                                      if isinstance(r, JudgedAnswer)])
+        atomic_write_jsonl(folder / "nuggets.jsonl", list({r.nuggets.qid: r.nuggets.record() for r in results
+                                                           if isinstance(r, JudgedAnswer)}.values()))
         uncited = [r.id for r in records if r.judges[self.name].get("uncited")]
         if uncited:
             log.info("%s: %d answers cite nothing: %s", self.name, len(uncited), ", ".join(map(str, uncited)))

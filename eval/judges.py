@@ -29,9 +29,13 @@ log = logging.getLogger(__name__)
 
 EVAL_PROMPT_DIR = Path(__file__).parent / "prompts"
 NO_GOLD = "no gold answer"
+#: the result key listing the fields left undefined because the answer had no retrieved passages
+NO_PASSAGES = "no_passages"
 
 
-def _cut(text: str, max_chars: int | None) -> str:
+def cut_text(text: str, max_chars: int | None) -> str:
+    """`text` stripped and cut to `max_chars` characters (marked " ..."), the one cut every judge prompt uses;
+    None or 0: no cut."""
     text = (text or "").strip()
     if max_chars and len(text) > max_chars:
         return text[:max_chars].rstrip() + " ..."
@@ -56,6 +60,7 @@ class PromptJudge(Judge):
     def __init__(self, name: str, prompt: str, fields: Mapping[str, Sequence[Any]],
                  llm: Mapping[str, Any] | None = None, prompt_dir: str | None = None,
                  needs_gold: Sequence[str] = (), requires_gold: bool = False, free_text: Sequence[str] = (),
+                 needs_passages: Sequence[str] = (),
                  numeric: Mapping[str, Mapping[str, Any]] | None = None, params: Mapping[str, Any] | None = None,
                  max_retries: int = 2, retry_temperature: float = 0.2, max_passages: int | None = 10,
                  max_passage_chars: int | None = 2000, max_gold_chars: int | None = 4000,
@@ -74,6 +79,12 @@ class PromptJudge(Judge):
         if unknown:
             raise ConfigError(f"judge.{name}.needs_gold names unknown fields {unknown}")
         self.needs_gold = tuple(needs_gold)
+        unknown = [f for f in needs_passages if f not in self.fields]
+        if unknown:
+            raise ConfigError(f"judge.{name}.needs_passages names unknown fields {unknown}")
+        #: fields judged against the answer's retrieved passages (faithfulness): undefined for an answer that had
+        #: none, so left out of its result (listed under `no_passages`) rather than scored against nothing
+        self.needs_passages = tuple(needs_passages)
         self.requires_gold = requires_gold
         self.free_text = tuple(free_text)
         #: label field -> (numeric field, label -> number): e.g. CRAG grade -> score
@@ -140,6 +151,13 @@ class PromptJudge(Judge):
             props[name] = {"type": kind, "enum": list(allowed)}
         return {"type": "object", "properties": props, "required": list(props), "additionalProperties": False}
 
+    def context_fields(self) -> list[str]:
+        """The result fields judged against retrieved passages (`needs_passages` and their numeric targets)."""
+        return [*self.needs_passages, *(t for f, (t, _m) in self.numeric.items() if f in self.needs_passages)]
+
+    def context_evaluations(self) -> list[str]:
+        return [f"judge/{self.name}/{f}" for f in self.context_fields() if f in self.numeric_fields()]
+
     def metric_specs(self) -> list[MetricSpec]:
         p = f"judge/{self.name}/"
         return [MetricSpec(p + f + "/{split}", "per_answer", f"mean {f} of judge {self.name} ({self.prompt_name})",
@@ -152,12 +170,12 @@ class PromptJudge(Judge):
 
     def variables(self, record: AnswerRecord) -> dict[str, Any]:
         gold = record.has_gold
-        passages = [_cut(t, self.max_passage_chars) for t in record.passage_texts()]
+        passages = [cut_text(t, self.max_passage_chars) for t in record.passage_texts()]
         return {
             "question": record.question,
             "answer": record.answer.strip() or "(no answer)",
             "gold_answer": record.gold_answer.strip() if gold and record.gold_answer else "",
-            "gold_passage": "\n\n".join(_cut(d, self.max_gold_chars) for d in record.gold_texts()) if gold else "",
+            "gold_passage": "\n\n".join(cut_text(d, self.max_gold_chars) for d in record.gold_texts()) if gold else "",
             "passages": passages[:self.max_passages] if self.max_passages else passages,
         }
 
@@ -205,6 +223,10 @@ class PromptJudge(Judge):
                 value.pop(name, None)
             value["skipped"] = list(self.needs_gold)
             value["skip_reason"] = NO_GOLD
+        if self.needs_passages and not any(t.strip() for t in record.passage_texts()):
+            for name in self.context_fields():
+                value.pop(name, None)
+            value[NO_PASSAGES] = list(self.needs_passages)
         value["attempts"] = outcome.attempts
         return value
 
@@ -225,7 +247,8 @@ class PromptJudge(Judge):
         out: dict[str, Any] = {p + "n_judged": len(results),
                                p + "parse_failures": sum(1 for _, res in results if res.get("parse_failed")),
                                p + "skipped_no_gold": sum(1 for _, res in results
-                                                          if res.get("skip_reason") == NO_GOLD)}
+                                                          if res.get("skip_reason") == NO_GOLD),
+                               p + "skipped_no_passages": sum(1 for _, res in results if res.get(NO_PASSAGES))}
         ok = [(r, res) for r, res in results if not res.get("parse_failed")]
         for field in self.numeric_fields():
             for split in SPLITS:

@@ -27,10 +27,9 @@ import numpy as np
 from scipy.stats import spearmanr
 
 from eval.agreement import kendall_tau, tau_ap_b
-from rag.metrics.stats import percentile_interval, too_few_units
+from rag.metrics.stats import NAN2, percentile_interval, too_few_units
 
 Cells = Mapping[tuple[str, str], float]
-NAN2 = (math.nan, math.nan)
 MIN_SYSTEMS = 3
 
 

@@ -278,9 +278,14 @@ def reference_rows(source: RAGCheckerPairs, pairs: Sequence[HumanPair]) -> list[
 
 
 # -- judging the pairs ----------------------------------------------------------------------------------------
+#: the row of an evaluation judged against retrieved passages (faithfulness), which the pairs do not carry
+NO_PASSAGES_REASON = "undefined: judges the answer against its retrieved passages, which these pairs do not carry"
+
+
 def pair_records(pairs: Sequence[HumanPair]) -> list[AnswerRecord]:
     """Two answer records per pair (`<pair id>:1`, `<pair id>:2`) with the query and the reference answer; the
-    pairs carry no retrieved passages, so judges that need context judge without it."""
+    pairs carry no retrieved passages, so an evaluation judged against them (faithfulness: a judge's
+    `context_evaluations`) is undefined here and its rows say so."""
     return [AnswerRecord(id=f"{p.pair_id}:{k + 1}", question=p.query, answer=p.answers[k], gold_answer=p.gold_answer,
                          generator=p.systems[k]) for p in pairs for k in range(2)]
 
@@ -350,7 +355,16 @@ def meta_evaluate(cfg: DictConfig, factory: EngineFactory | None = None) -> Any:
             engines.close()
     result.seconds = time.perf_counter() - start
     result.judged = records
+    undefined = [name for judge in judges for name in judge.context_evaluations()]
+    systems = len({s for p in pairs for s in p.systems})
+    for name in undefined:  # a faithfulness judge with no passages to judge against measures nothing here
+        result.rows += [Correlation(name, aspect, len(pairs), math.nan, math.nan, reason=NO_PASSAGES_REASON)
+                        for aspect in source.ASPECTS]
+        result.leaderboard += [LeaderboardRow(name, f"human {aspect}", "run", systems, 0, {}, {}, NO_PASSAGES_REASON)
+                               for aspect in source.ASPECTS]
     for name, scores in judge_scores(records).items():
+        if name in undefined:
+            continue
         result.rows += [correlate(name, scores, pairs, aspect) for aspect in source.ASPECTS]
         for aspect in source.ASPECTS:
             result.leaderboard += leaderboard_rows(name, scores, pairs, aspect, k, n_boot)
@@ -422,12 +436,12 @@ def to_markdown(result: MetaResult) -> str:
 
 def deltas_png(result: MetaResult, path: Path) -> Path | None:
     """Scatter of each judge field's scaled delta against the pair's mean human label (overall)."""
-    judged = [r for r in result.rows if r.evaluation.startswith("judge/") and r.aspect == "overall"]
+    scores = judge_scores(result.judged)
+    judged = [r for r in result.rows if r.evaluation in scores and r.aspect == "overall"]
     if not judged:
         return None
     from matplotlib.figure import Figure
 
-    scores = judge_scores(result.judged)
     human = np.array([np.mean(p.labels["overall"]) for p in result.pairs])
     fig = Figure(figsize=(4 * len(judged), 3.6), layout="constrained")
     for ax, row in zip(fig.subplots(1, len(judged), squeeze=False)[0], judged):

@@ -32,6 +32,7 @@ from eval.leaderboard import LeaderboardRow, leaderboard_correlation
 from eval.nuggets import ASSIGNMENTS, IMPORTANCE, SCORE_NAMES, AutoNuggetizer, nugget_scores
 from rag.core.errors import ConfigError, DataError, MissingDataError
 from rag.core.io import atomic_write_jsonl, atomic_write_text, iter_jsonl_numbered
+from rag.judge.run import build_nuggetizer
 from rag.llm.factory import EngineFactory
 
 
@@ -95,7 +96,8 @@ class NuggetAssignmentLabels:
                               tuple(nuggets))
 
     def evaluate(self, cfg: DictConfig, factory: EngineFactory | None = None) -> NuggetMetaResult:
-        """Assign every answer's nuggets with the composed nugget judge's settings and compare with the assessors."""
+        """Assign every answer's nuggets with the composed nugget judge's settings (`judge.nuggetizer`) and compare
+        with the assessors."""
         answers = self.answers()
         node = OmegaConf.select(cfg, "judge.nuggets", default=None)
         if node is None:
@@ -103,10 +105,10 @@ class NuggetAssignmentLabels:
                               "judge=[nuggets] (its assignment mode and settings are what is measured)")
         if OmegaConf.select(cfg, "llm", default=None) is None:
             raise ConfigError("judge: the nugget judge needs an engine; name it with llm=<conf/llm name>")
-        options = {k: v for k, v in OmegaConf.to_container(node, resolve=True).items()
-                   if k not in ("_target_", "name", "llm", "nugget_file")}
+        nuggetizer = build_nuggetizer(cfg.judge, ["nuggets"])  # its assignment mode and settings are measured
+        if not isinstance(nuggetizer, AutoNuggetizer):
+            raise ConfigError("judge.nuggetizer._target_: labels=trec_nuggets measures eval.nuggets.AutoNuggetizer")
         cache_dir = Path(str(cfg.paths.cache_dir))
-        nuggetizer = AutoNuggetizer(cache_dir=cache_dir, **options)
         own = factory is None
         engines = factory or EngineFactory(cache_dir, cache_enabled=bool(OmegaConf.select(
             cfg, "cache.llm_responses", default=True)))

@@ -5,10 +5,15 @@ Follows the published method and castorini/nuggetizer 0.0.5: nuggets are created
 and cut to the top 20; each answer then gets support / partial_support / not_support per nugget, 10 at a time.
 Every LLM step is one batched `engine.generate` over all topics (plus batched re-asks of unparsable outputs).
 
-Nuggets are created once per topic and stored under `<cache_dir>/nuggets/`, keyed by the topic id, a hash of its
-passages, the model, the prompts and the settings, so every run of a sweep is scored against the same nuggets.
+`AutoNuggetizer` is the run's nugget source (`rag.judge.nugget_sets.NuggetSource`, built from the one
+`judge.nuggetizer` config node): it makes one nugget set per run (gold documents where a topic has them, else the
+record's best-ranked passages; or a nuggetizer create file, `nugget_file`) that every nugget-based judge receives,
+and its assignment settings serve them all. Nuggets are created once per topic and stored under
+`<cache_dir>/nuggets/` (`rag.llm.cache.OutputCache`), keyed by the topic id, a hash of its passages, the engine's
+identity (model by content and engine settings, as the response cache), the prompts and the settings.
 Records are read and written in nuggetizer's JSONL shapes (create: `{qid, query, nuggets: [{text,
-importance}]}`; assign: the same nuggets with `assignment`, plus the answer text), so either tool's files score.
+importance}]}`, ours with `source`; assign: the same nuggets with `assignment`, plus the answer text), so either
+tool's files score.
 """
 
 from __future__ import annotations
@@ -17,19 +22,21 @@ import json
 import logging
 import re
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from statistics import mean
 from typing import Any
 
-from eval.judges import EVAL_PROMPT_DIR
+from eval.judges import EVAL_PROMPT_DIR, cut_text
 from rag.core.errors import ConfigError
-from rag.core.hashing import slug, stable_hash
-from rag.core.io import atomic_write_json, atomic_write_jsonl
+from rag.core.hashing import stable_hash
+from rag.core.io import atomic_write_jsonl
 from rag.core.parsing import parse_label_list, parse_string_list
 from rag.judge.base import SPLITS, EvalContext, Judge, split_of
+from rag.judge.nugget_sets import NuggetSet, NuggetSource, TopicNuggets
 from rag.llm.asking import ask_choices, ask_with_retries, make_params
 from rag.llm.base import LLMEngine, LLMRequest
+from rag.llm.cache import OutputCache
 from rag.metrics.registry import MetricSpec
 from rag.prompts import load_prompt
 from rag.records import AnswerRecord, read_nugget_file
@@ -73,12 +80,6 @@ def nugget_scores(nuggets: Sequence[Mapping[str, Any]]) -> dict[str, float]:
             "all": partial(nuggets)}
 
 
-def nugget_set_hash(nuggets: Sequence[Mapping[str, Any]]) -> str:
-    """The identity of a nugget set (each nugget's text and importance, in order): answers whose results carry the
-    same hash were scored against the same yardstick (`eval.agreement` checks it across runs)."""
-    return stable_hash([[str(n.get("text", "")), str(n.get("importance", ""))] for n in nuggets], length=16)
-
-
 def score_assign_records(records: Iterable[Mapping[str, Any]]) -> tuple[list[dict[str, Any]], dict[str, float]]:
     """Score nuggetizer-style assign records: per-record scores (with qid) and the run means over records."""
     per = [{"qid": r.get("qid"), **nugget_scores(r.get("nuggets") or [])} for r in records]
@@ -108,22 +109,6 @@ class Topic:
     source: str = "gold_docs"
 
 
-@dataclass
-class NuggetSet:
-    qid: str
-    query: str
-    nuggets: list[dict[str, str]] = field(default_factory=list)
-    #: None when usable; else why the topic cannot be scored ("create", "no_passages", "empty")
-    failure: str | None = None
-    create_failures: int = 0
-    importance_failures: int = 0
-    cached: bool = False
-
-    def record(self) -> dict[str, Any]:
-        """castorini/nuggetizer's create output record."""
-        return {"qid": self.qid, "query": self.query, "nuggets": self.nuggets}
-
-
 #: how assignment labels are obtained: "list" asks for a JSON list of labels for up to `nuggets_per_call`
 #: nuggets (castorini/nuggetizer's way); "logprobs" asks one nugget per request and takes the label whose first
 #: token is most likely (`rag.llm.asking.ask_choices`), so no list order can be copied
@@ -139,23 +124,29 @@ class Assignment:
 
 
 def topic_from_record(record: AnswerRecord, max_passages: int | None = 10) -> Topic:
-    """Gold documents where the record has them, else its top retrieved passages."""
+    """Gold documents where the record has them, else its best-ranked passages (`AnswerRecord.ranked_passages`:
+    rank order after reranking, not the prompt's order), at most `max_passages`."""
     gold = record.gold_texts()
     if gold:
         return Topic(record.id, record.question, gold, "gold_docs")
-    passages = [p for p in record.passage_texts() if p.strip()]
+    passages = [text for _rank, _pid, text in record.ranked_passages() if text.strip()]
     return Topic(record.id, record.question, passages[:max_passages] if max_passages else passages, "passages")
 
 
-class AutoNuggetizer:
-    """Batched nugget creation (cached on disk) and assignment with one engine."""
+class AutoNuggetizer(NuggetSource):
+    """The run's nugget source (one set per run, cached on disk) and the batched assignment every nugget judge
+    uses; built from the `judge.nuggetizer` config node."""
 
     def __init__(self, window_size: int = 10, max_nuggets: int = 30, keep_top: int = 20, nuggets_per_call: int = 10,
                  max_passages: int | None = 10, max_passage_chars: int | None = 4000,
                  max_answer_chars: int | None = 6000, max_nugget_chars: int = 120, prompt_dir: str | None = None,
                  create_params: Mapping[str, Any] | None = None, label_params: Mapping[str, Any] | None = None,
                  max_retries: int = 2, retry_temperature: float = 0.2, cache_dir: str | Path | None = None,
-                 nugget_file: str | None = None, assignment: str = "list", top_logprobs: int = 20):
+                 nugget_file: str | None = None, assignment: str = "list", top_logprobs: int = 20,
+                 llm: Mapping[str, Any] | None = None, name: str = "nuggetizer"):
+        #: the engine config that creates the nuggets (the config node's `${judge.llm}` by default)
+        self.llm = llm
+        self.name = name
         if assignment not in ASSIGNMENT_MODES:
             raise ConfigError(f"assignment={assignment!r}: one of {', '.join(ASSIGNMENT_MODES)}")
         #: "list" (a JSON list per window, as nuggetizer) or "logprobs" (one nugget per request, label by probability)
@@ -177,64 +168,67 @@ class AutoNuggetizer:
         self.max_retries = max_retries
         self.retry_temperature = retry_temperature
         self.cache_dir = Path(cache_dir) if cache_dir else None
-        #: nuggets made elsewhere (e.g. by castorini/nuggetizer or by hand): used instead of creating
+        self.nugget_file = nugget_file
+        #: nuggets made elsewhere (e.g. by castorini/nuggetizer or by hand, or a sweep's pool): used instead of creating
         self.external = read_nugget_file(nugget_file) if nugget_file else None
 
+    def nugget_set(self, records: Sequence[AnswerRecord], engine: LLMEngine | None, cache_dir: Path) -> NuggetSet:
+        """The run's one set: a topic per distinct record id (gold documents, else its best-ranked passages), made
+        or read from the cache / `nugget_file` once; every nugget judge of the run receives it."""
+        if engine is None and self.external is None:
+            raise ConfigError("judge.nuggetizer needs an `llm` to create nuggets (or a nugget_file)")
+        self.cache_dir = Path(cache_dir)
+        first = {r.id: r for r in reversed(records)}  # records of one topic share it (the first one's passages)
+        topics = [topic_from_record(first[qid], self.max_passages) for qid in dict.fromkeys(r.id for r in records)]
+        return NuggetSet.of(self.create(engine, topics))  # type: ignore[arg-type]
+
     # -- creation ---------------------------------------------------------------------------------------------
-    def _cut(self, text: str, limit: int | None) -> str:
-        text = (text or "").strip()
-        return text[:limit].rstrip() + " ..." if limit and len(text) > limit else text
+    @property
+    def cache(self) -> OutputCache:
+        return OutputCache(self.cache_dir, "nuggets")
 
-    def _cache_path(self, engine: LLMEngine, topic: Topic) -> tuple[Path | None, dict[str, Any]]:
+    def cache_key(self, engine: LLMEngine, topic: Topic) -> dict[str, Any]:
+        """What decides a topic's nuggets besides the engine's identity (which `OutputCache` adds)."""
         prompts = [load_prompt(n, prompt_dir=self.prompt_dir) for n in ("nugget_create", "nugget_importance")]
-        key = {"qid": topic.qid, "query": topic.query,
-               "passages": stable_hash([self._cut(p, self.max_passage_chars) for p in topic.passages]),
-               "model": engine.model, "prompts": stable_hash([[p.system, p.user] for p in prompts]),
-               "settings": {"window_size": self.window_size, "max_nuggets": self.max_nuggets,
-                            "max_nugget_chars": self.max_nugget_chars,
-                            "keep_top": self.keep_top, "nuggets_per_call": self.nuggets_per_call,
-                            "create_params": self.create_params, "label_params": self.label_params,
-                            "schema": engine.supports_json_schema}}
-        if self.cache_dir is None:
-            return None, key
-        digest = stable_hash(key)
-        return self.cache_dir / "nuggets" / slug(engine.model) / digest[:2] / f"{digest}.json", key
+        return {"qid": topic.qid, "query": topic.query,
+                "passages": stable_hash([cut_text(p, self.max_passage_chars) for p in topic.passages]),
+                "prompts": stable_hash([[p.system, p.user] for p in prompts]),
+                "settings": {"window_size": self.window_size, "max_nuggets": self.max_nuggets,
+                             "max_nugget_chars": self.max_nugget_chars,
+                             "keep_top": self.keep_top, "nuggets_per_call": self.nuggets_per_call,
+                             "create_params": self.create_params, "label_params": self.label_params,
+                             "schema": engine.supports_json_schema}}
 
-    def create(self, engine: LLMEngine, topics: Sequence[Topic]) -> list[NuggetSet]:
-        """Nuggets per topic: from the disk cache or an external file where present, else by the LLM."""
-        out: list[NuggetSet | None] = [None] * len(topics)
+    def create(self, engine: LLMEngine, topics: Sequence[Topic]) -> list[TopicNuggets]:
+        """Nuggets per topic: from an external file where given, else the disk cache, else by the LLM."""
+        out: list[TopicNuggets | None] = [None] * len(topics)
         todo: list[int] = []
+        cache = self.cache
         for i, topic in enumerate(topics):
             if self.external is not None:
                 ext = self.external.get(topic.qid)
-                out[i] = (NuggetSet(topic.qid, topic.query, ext["nuggets"], cached=True) if ext and ext["nuggets"]
-                          else NuggetSet(topic.qid, topic.query, failure="not_in_nugget_file"))
+                out[i] = (TopicNuggets(topic.qid, topic.query, ext["nuggets"], ext["source"], cached=True)
+                          if ext and ext["nuggets"] else
+                          TopicNuggets(topic.qid, topic.query, source="nugget_file", failure="not_in_nugget_file"))
                 continue
             if not topic.passages:
-                out[i] = NuggetSet(topic.qid, topic.query, failure="no_passages")
+                out[i] = TopicNuggets(topic.qid, topic.query, source=topic.source, failure="no_passages")
                 continue
-            path, key = self._cache_path(engine, topic)
-            if path is not None and path.is_file():
-                try:
-                    entry = json.loads(path.read_text(encoding="utf-8"))
-                    if entry.get("key") == json.loads(json.dumps(key, default=str)):
-                        out[i] = NuggetSet(topic.qid, topic.query, entry["nuggets"], cached=True)
-                        continue
-                except (json.JSONDecodeError, KeyError):
-                    pass
+            entry = cache.get(engine, self.cache_key(engine, topic))
+            if entry is not None and isinstance(entry.get("nuggets"), list):
+                out[i] = TopicNuggets(topic.qid, topic.query, entry["nuggets"], topic.source, cached=True)
+                continue
             todo.append(i)
         if todo:
             made = self._create_uncached(engine, [topics[i] for i in todo])
             for i, nset in zip(todo, made):
                 out[i] = nset
-                path, key = self._cache_path(engine, topics[i])
                 # only complete, clean nugget sets are cached, so failures are retried by the next run
-                if path is not None and nset.failure is None and not nset.create_failures \
-                        and not nset.importance_failures:
-                    atomic_write_json(path, {"key": key, **nset.record()})
+                if nset.failure is None and not nset.create_failures and not nset.importance_failures:
+                    cache.put(engine, self.cache_key(engine, topics[i]), nset.record())
         return [o for o in out if o is not None]
 
-    def _create_uncached(self, engine: LLMEngine, topics: Sequence[Topic]) -> list[NuggetSet]:
+    def _create_uncached(self, engine: LLMEngine, topics: Sequence[Topic]) -> list[TopicNuggets]:
         create = load_prompt("nugget_create", prompt_dir=self.prompt_dir)
         schema = {"type": "object", "properties": {"nuggets": {
             "type": "array", "items": {"type": "string", "maxLength": self.max_nugget_chars}, "maxItems": self.max_nuggets}},
@@ -242,7 +236,7 @@ class AutoNuggetizer:
         params = make_params(self.create_params, engine, schema)
         texts: list[list[str]] = [[] for _ in topics]
         failures = [0] * len(topics)
-        windows = [[self._cut(p, self.max_passage_chars) for p in t.passages] for t in topics]
+        windows = [[cut_text(p, self.max_passage_chars) for p in t.passages] for t in topics]
         n_steps = max((len(w) + self.window_size - 1) // self.window_size for w in windows)
         for step in range(n_steps):  # one batched call per window position, across all topics
             active = [i for i, w in enumerate(windows) if step * self.window_size < len(w)]
@@ -267,8 +261,8 @@ class AutoNuggetizer:
             failure = None
             if not scored:
                 failure = "create" if failures[i] else "empty"
-            out.append(NuggetSet(topic.qid, topic.query, scored, failure=failure, create_failures=failures[i],
-                                 importance_failures=label_failures[i]))
+            out.append(TopicNuggets(topic.qid, topic.query, scored, topic.source, failure=failure,
+                                    create_failures=failures[i], importance_failures=label_failures[i]))
         return out
 
     def _label_windows(self, nuggets: Sequence[Sequence[str]]) -> list[tuple[int, int]]:
@@ -330,7 +324,7 @@ class AutoNuggetizer:
             chunk = [n["text"] for n in nuggets[s:s + self.nuggets_per_call]]
             sizes.append(len(chunk))
             requests.append(LLMRequest(
-                messages=template.messages(query=query, answer=self._cut(answer, self.max_answer_chars),
+                messages=template.messages(query=query, answer=cut_text(answer, self.max_answer_chars),
                                            nuggets=chunk, nuggets_json=json.dumps(chunk, ensure_ascii=False)),
                 params=make_params(self.label_params, engine, self._label_schema(ASSIGNMENTS, len(chunk))),
                 stop_plain=template.stop_plain))
@@ -354,7 +348,7 @@ class AutoNuggetizer:
         params = make_params(self.label_params, engine, None)
         jobs = [(i, k) for i in todo for k in range(len(items[i][2]))]
         requests = [LLMRequest(messages=template.messages(query=items[i][0],
-                                                          answer=self._cut(items[i][1], self.max_answer_chars),
+                                                          answer=cut_text(items[i][1], self.max_answer_chars),
                                                           nugget=items[i][2][k]["text"]),
                                params=params, stop_plain=template.stop_plain) for i, k in jobs]
         chosen = ask_choices(engine, requests, ASSIGNMENTS, self.top_logprobs, desc="nugget assign (logprobs)")
@@ -370,8 +364,19 @@ def _num(value: Any) -> str:
     return "-" if value is None else f"{value:.3f}"
 
 
+def received_nuggets(judge: Judge, records: Sequence[AnswerRecord], ctx: EvalContext
+                     ) -> tuple[list[TopicNuggets], AutoNuggetizer]:
+    """A nugget judge's material: each record's topic in the run's one nugget set (`ctx.nuggets`, made by
+    `rag.judge.run.evaluate_records` from `judge.nuggetizer`) and the AutoNuggetizer whose assignment it uses."""
+    if ctx.nuggets is None or not isinstance(ctx.nuggetizer, AutoNuggetizer):
+        raise ConfigError(f"judge.{judge.name} is scored against nuggets: it receives the run's nugget set from "
+                          f"rag.judge.run.evaluate_records (with a judge.nuggetizer node), never builds its own")
+    missing = TopicNuggets("", "", failure="no_passages")
+    return [ctx.nuggets.get(r.id) or missing for r in records], ctx.nuggetizer
+
+
 class NuggetJudge(Judge):
-    """The AutoNuggetizer as a judge: nuggets per topic, assignment per answer, the four scores per answer.
+    """The AutoNuggetizer as a judge: assignment per answer against the run's nugget set, the four scores.
 
     Per-answer results go to `record.judges[<name>]`, declared as `nuggets/<score>` values and as the reference
     (the AutoNuggetizer's scores are what the LLM judges are compared with); run metrics are `nuggets/...`.
@@ -379,10 +384,10 @@ class NuggetJudge(Judge):
     shapes.
     """
 
-    def __init__(self, name: str = "nuggets", llm: Mapping[str, Any] | None = None, **options: Any):
+    uses_nuggets = True
+
+    def __init__(self, name: str = "nuggets", llm: Mapping[str, Any] | None = None):
         super().__init__(name, llm)
-        # built here so that a misspelt setting fails when the judge is built, not after generation
-        self.nuggetizer = AutoNuggetizer(**options)
 
     @property
     def metric_prefix(self) -> str:
@@ -400,20 +405,15 @@ class NuggetJudge(Judge):
                  ctx: EvalContext) -> dict[str, Any]:
         if engine is None:
             raise ConfigError(f"judge.{self.name} needs an `llm`")
-        nuggetizer = self.nuggetizer
-        nuggetizer.cache_dir = Path(ctx.cache_dir)
-        topics = [topic_from_record(r, nuggetizer.max_passages) for r in records]
-        sets = nuggetizer.create(engine, topics)
+        sets, nuggetizer = received_nuggets(self, records, ctx)
         usable = [i for i, s in enumerate(sets) if s.failure is None]
         assigned = nuggetizer.assign(engine, [(records[i].question, records[i].answer, sets[i].nuggets)
                                               for i in usable])
         by_index = dict(zip(usable, assigned))
         assign_rows = []
         skipped = 0
-        for i, (record, nset, topic) in enumerate(zip(records, sets, topics)):
-            # nuggets from a file (pooled over a sweep, or made elsewhere) are not this record's own passages
-            source = "nugget_file" if nuggetizer.external is not None else topic.source
-            base = {"source": source, "importance_failures": nset.importance_failures,
+        for i, (record, nset) in enumerate(zip(records, sets)):
+            base = {"source": nset.source, "importance_failures": nset.importance_failures,
                     "create_failures": nset.create_failures}
             if nset.failure in ("no_passages", "not_in_nugget_file"):
                 skipped += 1
@@ -428,7 +428,7 @@ class NuggetJudge(Judge):
             # more failures never gets a mean over other topics
             failed = {"failure_stage": "assign", "failed_windows": result.failed_windows} \
                 if result.failed_windows else {}
-            self.store(record, {**base, **nugget_scores(result.nuggets), "nugget_set": nugget_set_hash(nset.nuggets),
+            self.store(record, {**base, **nugget_scores(result.nuggets), "nugget_set": nset.identity,
                                 "n_nuggets": len(result.nuggets),
                                 "n_vital": sum(1 for n in result.nuggets if n["importance"] == "vital"),
                                 **failed, "assignments": result.nuggets})
@@ -438,11 +438,12 @@ class NuggetJudge(Judge):
         if skipped:
             log.warning("nuggets: %d of %d records have no passages (or no nuggets in nugget_file); skipped",
                         skipped, len(records))
-        atomic_write_jsonl(ctx.run_dir / "nuggets" / "create.jsonl", [s.record() for s in sets if s.failure is None])
+        used = list({s.qid: s for s in sets if s.failure is None}.values())
+        atomic_write_jsonl(ctx.run_dir / "nuggets" / "create.jsonl", [s.record() for s in used])
         atomic_write_jsonl(ctx.run_dir / "nuggets" / "assign.jsonl", assign_rows)
         out = self.summary(records, self.name)
         out["nuggets/skipped"] = skipped
-        out["nuggets/cached_topics"] = sum(1 for s in sets if s.cached)
+        out["nuggets/cached_topics"] = sum(1 for s in used if s.cached)
         return out
 
     @staticmethod

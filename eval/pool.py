@@ -5,23 +5,26 @@ of a sweep is scored against its own nugget set and agreement across cells compa
 AutoNuggetizer (Pradeep et al., TREC 2024 RAG, section 4; the track's evaluation procedure) makes one set per topic
 from the documents of the compared runs' pools that UMBRELA graded at least "related". This does that after a sweep:
 
-1. pool: per topic, the top `depth` passages each complete cell's record gave its generator (`context` ids with the
-   `passages` texts), deduplicated by passage id, best rank first, then cell order; a topic whose records have gold
-   documents uses those instead (not graded: they are the dataset's own relevant documents), as a run's judge does;
-2. grade every pooled passage with UMBRELA (`eval.umbrela.UmbrelaGrader`: one batch, cached per pair);
+1. pool: per topic, the `depth` best-ranked passages each complete cell's record gave its generator, in rank order
+   (`AnswerRecord.ranked_passages`: the ranked list after reranking, not the prompt's order; `best_rank` is that
+   rank), deduplicated by passage id, best rank first, then cell order; a topic whose records have gold documents
+   uses those instead (not graded: they are the dataset's own relevant documents), as a run's judges do;
+2. grade every pooled passage with UMBRELA (`eval.umbrela.UmbrelaGrader`: one batch, cached per pair and engine;
+   by log-probabilities where the engine has them, `umbrela.mode`);
 3. create nuggets once per topic from the passages graded at least `threshold` (default 1, "related", as the paper)
-   with `AutoNuggetizer.create`, configured like the composed nugget judge (and cached the same way);
+   with `AutoNuggetizer.create`, configured by the `judge.nuggetizer` node (and cached the same way);
 4. write `<sweep>/nuggets/pool.jsonl` (per topic: the pooled passages with ids, grades, best rank and the cells
-   that retrieved them), `pooled_create.jsonl` (castorini/nuggetizer's create shape) and `pooled_sets.json` (the
-   nugget-set hash of each topic and of the whole set), atomically;
-5. re-score every complete cell with the nugget judge against `pooled_create.jsonl` (`eval.main.rejudge`; each
-   result records its topic's `nugget_set`), then write the sweep summary again (`eval.summary.summarize`).
+   that retrieved them), `pooled_create.jsonl` (castorini/nuggetizer's create shape, with `source: pooled`) and
+   `pooled_sets.json` (the nugget-set identity of each topic and of the whole set), atomically;
+5. re-score every nugget-based judge of every complete cell (nuggets, ARGUE, Crucible: those the cells ran, plus
+   any composed here) against `pooled_create.jsonl` (`eval.main.rejudge`; each result records its topic's
+   `nugget_set`, each cell's metrics.json the set per judge), then write the sweep summary again.
 
     python -m eval.pool sweep_dir=SWEEP                         # llm, seed, dataset: the first complete cell's
     python -m eval.pool sweep_dir=SWEEP llm=gemma3_27b pool.depth=20 pool.threshold=2
 
 Cells still run their own judges during the sweep (SLURM jobs need nothing from each other); this runs once they
-have finished. A topic with no passage at or above the threshold is logged, counted and left unscored. A rerun
+have finished (by hand, or by the sweep-summary callback with `pool: true`). A topic with no passage at or above the threshold is logged, counted and left unscored. A rerun
 after a kill takes grades, nuggets and the judges' responses from the caches.
 """
 
@@ -40,13 +43,14 @@ import hydra
 from omegaconf import DictConfig, OmegaConf, open_dict
 
 from eval.main import complete_from_run, rejudge, run_cache_dir
-from eval.nuggets import AutoNuggetizer, NuggetJudge, NuggetSet, Topic, nugget_set_hash, topic_from_record
+from eval.nuggets import AutoNuggetizer, Topic, topic_from_record
 from eval.umbrela import GRADES, RELATED, GradeItem, UmbrelaGrader, build_grader
 from rag.core.errors import ConfigError, DataError, MissingDataError, ServiceError
 from rag.core.hashing import stable_hash
 from rag.core.io import atomic_write_json, atomic_write_jsonl
 from rag.core.overrides import quote_folder_overrides
-from rag.judge.run import build_judge, judge_nodes
+from rag.judge.nugget_sets import TopicNuggets, identity_of
+from rag.judge.run import NUGGETIZER, SETTINGS, build_judge, build_nuggetizer, judge_nodes
 from rag.llm.base import LLMEngine
 from rag.llm.factory import EngineFactory
 from rag.records import AnswerRecord
@@ -59,6 +63,8 @@ POOL_DIR = "nuggets"
 POOL_FILE = "pool.jsonl"
 CREATE_FILE = "pooled_create.jsonl"
 SETS_FILE = "pooled_sets.json"
+#: the run metrics `describe` prints per re-scored cell
+SHOWN = ("nuggets/vital_strict/all", "argue/f1/all", "crucible/nugget_recall/all")
 
 
 # -- pooling --------------------------------------------------------------------------------------------------
@@ -75,10 +81,12 @@ def _with_ids(ids: Sequence[str], texts: Sequence[str]) -> list[tuple[int, str, 
 
 
 def record_passages(record: AnswerRecord, depth: int | None = None) -> list[tuple[int, str, str]]:
-    """(rank, passage id, text) of the top `depth` passages the record's generator saw: `context` ids zipped with
-    the `passages` texts (the same order)."""
-    texts = record.passage_texts()[:depth] if depth else record.passage_texts()
-    return _with_ids(record.context[:len(texts)], texts)
+    """(rank, passage id, text) of the `depth` best-ranked passages the record's generator saw, in rank order
+    (`AnswerRecord.ranked_passages`: the ranked list after reranking, not the prompt's order, which
+    `ordering=inverted` reverses); the rank is the passage's rank there. Passages without an id: text ids."""
+    ranked = record.ranked_passages()
+    top = ranked[:depth] if depth else ranked
+    return [(rank, pid or text_id(text), text) for rank, pid, text in top if isinstance(text, str) and text.strip()]
 
 
 def record_gold(record: AnswerRecord) -> list[tuple[int, str, str]]:
@@ -171,9 +179,9 @@ def pool_topics(cells: Sequence[tuple[str, Sequence[AnswerRecord]]], depth: int 
 @dataclass
 class PoolResult:
     topics: list[PoolTopic]
-    #: usable nugget sets, in topic order
-    sets: list[NuggetSet]
-    #: topic -> the hash of its nugget set (`eval.nuggets.nugget_set_hash`, what the judge records per answer)
+    #: usable topics' nuggets, in topic order
+    sets: list[TopicNuggets]
+    #: topic -> the identity of its nuggets (`TopicNuggets.identity`, what the judges record per answer)
     hashes: dict[str, str]
     #: the hash of the whole set (every topic's hash)
     nugget_set: str
@@ -228,8 +236,8 @@ class NuggetPool:
         if create_failed:
             log.warning("%d topics got no nuggets (creation failed): not scored (%s)", len(create_failed),
                         _names(create_failed))
-        hashes = {s.qid: nugget_set_hash(s.nuggets) for s in sets}
-        result = PoolResult(topics, sets, hashes, stable_hash(sorted(hashes.items()), length=16), no_relevant,
+        hashes = {s.qid: s.identity for s in sets}
+        result = PoolResult(topics, sets, hashes, identity_of(hashes), no_relevant,
                             create_failed, unreadable, sum(1 for g in grades if g.cached))
         result.files = self.write(result, Path(out_dir), engine.model, [name for name, _r in cells])
         return result
@@ -272,21 +280,57 @@ def complete_cells(sweep: SweepFolder) -> list[Cell]:
     return done
 
 
-def nugget_judge_keys(cfg: DictConfig) -> list[str]:
-    """The composed judges that are AutoNuggetizer judges (they are pointed at the pooled file)."""
+def _judge_class(node: Mapping[str, Any]) -> type | None:
     from hydra.utils import get_class
 
-    keys = []
+    try:
+        cls = get_class(str(node.get("_target_")))
+    except Exception:  # noqa: BLE001 - build_judge reports a bad target in one line
+        return None
+    return cls if isinstance(cls, type) else None
+
+
+def _uses_nuggets(node: Any) -> bool:
+    cls = _judge_class(node) if isinstance(node, Mapping) else None
+    return bool(cls is not None and getattr(cls, "uses_nuggets", False))
+
+
+def _fit_node(key: str, node: Mapping[str, Any]) -> dict[str, Any]:
+    """A judge node a cell saved, with settings its class no longer takes left out and named (a cell judged
+    before the nugget settings moved to `judge.nuggetizer` kept copies of them in its judges' nodes)."""
+    import inspect
+
+    cls = _judge_class(node)
+    params = inspect.signature(cls.__init__).parameters if cls is not None else {}
+    if any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values()):
+        return dict(node)
+    dropped = [k for k in node if k not in params and k != "_target_"]
+    if dropped:
+        log.warning("judge.%s (as the cells saved it): %s left out; nugget settings come from judge.%s", key,
+                    ", ".join(dropped), NUGGETIZER)
+    return {k: v for k, v in node.items() if k not in dropped}
+
+
+def nugget_judges(cfg: DictConfig, cells: Sequence[Cell]) -> dict[str, dict[str, Any]]:
+    """Every nugget-based judge to re-score (`uses_nuggets`: nuggets, ARGUE, Crucible, ...): those the cells ran
+    (their saved configs), then any composed here (`judge=[...]`, whose node wins for the same key). Key -> node."""
+    nodes: dict[str, dict[str, Any]] = {}
+    for cell in cells:
+        saved = cell.run.saved_config.get("judge") or {}
+        for key, node in saved.items() if isinstance(saved, Mapping) else ():
+            if key not in SETTINGS and key not in nodes and _uses_nuggets(node):
+                nodes[key] = _fit_node(key, node)
     for key, node in judge_nodes(cfg.judge).items():
-        try:
-            cls = get_class(str(node["_target_"]))
-        except Exception:  # noqa: BLE001 - build_judge reports a bad target in one line
-            continue
-        if isinstance(cls, type) and issubclass(cls, NuggetJudge):
-            keys.append(key)
-    if not keys:
-        raise ConfigError("judge: no nugget judge (eval.nuggets.NuggetJudge) composed; e.g. judge=[nuggets]")
-    return keys
+        if _uses_nuggets(node):
+            nodes[key] = dict(node)
+    if not nodes:
+        raise ConfigError("judge: no nugget-based judge in the cells' configs nor composed here (e.g. "
+                          "judge=[nuggets,argue,crucible]); nothing to re-score against the pooled nuggets")
+    llm = OmegaConf.to_container(cfg.judge.llm, resolve=True) if cfg.judge.get("llm") is not None else None
+    for key, node in nodes.items():
+        node["llm"] = llm  # the pool's judges' engine, as for creation
+        build_judge(key, node)  # a node that cannot be built fails here, before any LLM work
+    return nodes
 
 
 @dataclass
@@ -296,20 +340,41 @@ class PoolOutcome:
     #: cell name -> its merged metrics after the re-score
     rescored: dict[str, dict[str, Any]]
     summary: Any = None
+    #: the nugget-based judges re-scored in every cell
+    judges: list[str] = field(default_factory=list)
+
+
+def warn_if_settings_differ(cfg: DictConfig, cells: Sequence[Cell]) -> None:
+    """The pool creates nuggets with the `judge.nuggetizer` node composed here; say so when the cells' judges used
+    other settings (gold-document topics then get other nuggets than the cells made)."""
+    saved = next((c.run.saved_config.get("judge", {}).get(NUGGETIZER) for c in cells
+                  if isinstance(c.run.saved_config.get("judge"), Mapping)
+                  and isinstance(c.run.saved_config["judge"].get(NUGGETIZER), Mapping)), None)
+    if saved is None:
+        return
+    here = OmegaConf.to_container(cfg.judge[NUGGETIZER], resolve=True)
+    differ = sorted(k for k in set(saved) | set(here) if k not in ("llm", "nugget_file") and saved.get(k) != here.get(k))
+    if differ:
+        log.warning("judge.%s here differs from the cells' in %s: the pooled nuggets are made with the settings "
+                    "given here (set judge.%s.<key>=... to match)", NUGGETIZER, ", ".join(differ), NUGGETIZER)
 
 
 def pool_sweep(cfg: DictConfig, factory: EngineFactory | None = None) -> PoolOutcome:
-    """Pool, grade and create as `cfg` says, re-score every complete cell against the pooled set, summarize."""
+    """Pool, grade and create as `cfg` says, re-score every nugget-based judge of every complete cell against the
+    pooled set, summarize."""
     sweep = load_sweep(Path(str(cfg.sweep_dir)).expanduser())
     cells = complete_cells(sweep)
     cfg = complete_from_run(cfg, cells[0].dir)  # llm, seed, dataset: the first complete cell's unless given
     cache_dir = run_cache_dir(cfg, cells[0].dir)
-    keys = nugget_judge_keys(cfg)
-    judge = build_judge(keys[0], {**judge_nodes(cfg.judge)[keys[0]], "nugget_file": None})
-    if not isinstance(judge, NuggetJudge):  # nugget_judge_keys found its class to be one
-        raise ConfigError(f"judge.{keys[0]}: not an AutoNuggetizer judge")
-    judge.nuggetizer.cache_dir = cache_dir
-    pool = NuggetPool(build_grader(cfg.umbrela, cache_dir), judge.nuggetizer, depth=int(cfg.pool.depth),
+    judges = nugget_judges(cfg, cells)
+    warn_if_settings_differ(cfg, cells)
+    nuggetizer = build_nuggetizer(cfg.judge, list(judges))
+    if not isinstance(nuggetizer, AutoNuggetizer):
+        raise ConfigError(f"judge.{NUGGETIZER}._target_: the pool creates nuggets with eval.nuggets.AutoNuggetizer")
+    if nuggetizer.nugget_file:
+        raise ConfigError(f"the pool creates the nuggets: leave judge.{NUGGETIZER}.nugget_file unset")
+    nuggetizer.cache_dir = cache_dir
+    pool = NuggetPool(build_grader(cfg.umbrela, cache_dir), nuggetizer, depth=int(cfg.pool.depth),
                       threshold=cfg.pool.threshold)
     records = [(cell.name, cell.run.records()) for cell in cells]
     own = factory is None
@@ -317,7 +382,7 @@ def pool_sweep(cfg: DictConfig, factory: EngineFactory | None = None) -> PoolOut
                                                                                        default=True)))
     rescored: dict[str, dict[str, Any]] = {}
     try:
-        result = pool.build(engines.get(judge.llm), records, sweep.dir / POOL_DIR)
+        result = pool.build(engines.get(nuggetizer.llm or cfg.judge.llm), records, sweep.dir / POOL_DIR)
         if not result.sets:
             raise DataError(f"{sweep.dir}: no topic got nuggets ({len(result.no_relevant)} of {len(result.topics)} "
                             f"have no passage graded >= {pool.threshold}, {len(result.create_failed)} failed "
@@ -326,9 +391,11 @@ def pool_sweep(cfg: DictConfig, factory: EngineFactory | None = None) -> PoolOut
             cell_cfg = copy.deepcopy(cfg)
             with open_dict(cell_cfg):
                 cell_cfg.run_dir, cell_cfg.out_dir, cell_cfg.cache_dir = str(cell.dir), None, str(cache_dir)
-                for key in keys:
-                    cell_cfg.judge[key].nugget_file = str(result.files["create"])
-            log.info("re-scoring %s against the pooled nuggets", cell.name)
+                shared = OmegaConf.to_container(cfg.judge, resolve=True)
+                cell_cfg.judge = {**{k: shared[k] for k in ("llm", "release_generator", "report") if k in shared},
+                                  NUGGETIZER: {**shared[NUGGETIZER], "nugget_file": str(result.files["create"])},
+                                  **judges}
+            log.info("re-scoring %s against the pooled nuggets: %s", cell.name, ", ".join(judges))
             rescored[cell.name] = rejudge(cell_cfg, engines)
     finally:
         if own:
@@ -339,7 +406,7 @@ def pool_sweep(cfg: DictConfig, factory: EngineFactory | None = None) -> PoolOut
     summary = summarize(sweep.dir, wandb=bool(summary_cfg.get("wandb", False)),
                         n_boot=int(summary_cfg.get("bootstrap", 200)),
                         agreement_reference=str(summary_cfg.get("agreement_reference", "auto")))
-    return PoolOutcome(sweep.dir, result, rescored, summary)
+    return PoolOutcome(sweep.dir, result, rescored, summary, list(judges))
 
 
 def describe(outcome: PoolOutcome) -> str:
@@ -348,8 +415,9 @@ def describe(outcome: PoolOutcome) -> str:
     lines = [f"{outcome.sweep}: {len(pool.topics)} topics pooled, {len(pool.sets)} with nuggets (nugget set "
              f"{pool.nugget_set}); {len(pool.no_relevant)} without a passage at or above the threshold, "
              f"{len(pool.create_failed)} failed creation, {pool.unreadable_grades} grades unreadable",
-             f"re-scored {len(outcome.rescored)} cells: " + json.dumps(
-                 {name: m.get("nuggets/vital_strict/all") for name, m in outcome.rescored.items()}, default=str),
+             f"re-scored {len(outcome.rescored)} cells ({', '.join(outcome.judges)}): " + json.dumps(
+                 {name: {k: v for k, v in m.items() if k in SHOWN} for name, m in outcome.rescored.items()},
+                 default=str),
              "files: " + ", ".join(str(p) for p in pool.files.values())]
     files: Mapping[str, Path] = getattr(outcome.summary, "files", {}) or {}
     if files.get("markdown"):

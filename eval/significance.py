@@ -5,7 +5,7 @@ per-answer values, nugget, ARGUE and Crucible scores) and each split (all, singl
 pair of complete cells is tested over the questions both answered (`rag.metrics.stats.paired_comparison`: the
 paired randomization test of the mean difference, two-sided and seeded; a percentile bootstrap 95% interval of
 the difference; the paired Cohen's d_z). Nugget-based scores are compared only over questions scored against
-the same nugget set in both cells (`same_ruler`).
+the same nugget set in both cells (`comparable_questions`).
 
 Which pairs: `compare=all_pairs` (every pair of cells) or `compare=baseline` (the baseline cell, named by its
 overrides, against each other cell). The correction (Holm-Bonferroni by default, Benjamini-Hochberg as an
@@ -37,6 +37,7 @@ import numpy as np
 
 from rag.core.errors import ConfigError
 from rag.core.io import atomic_write_json, atomic_write_text
+from rag.judge.nugget_sets import cell_nugget_sets, nugget_set_for, record_nugget_sets, same_nugget_set_topics
 from rag.metrics.registry import REGISTRY
 from rag.metrics.stats import (
     CORRECTIONS,
@@ -45,7 +46,7 @@ from rag.metrics.stats import (
     min_detectable_difference,
     paired_comparison,
 )
-from rag.records import AnswerRecord, result_values
+from rag.records import AnswerRecord
 from rag.sweep.cells import Cell, SweepFolder, split_override
 
 log = logging.getLogger(__name__)
@@ -53,7 +54,6 @@ log = logging.getLogger(__name__)
 COMPARE = ("all_pairs", "baseline")
 SPLITS = ("all", "single", "multi")
 #: evaluations scored against nuggets: comparable only where both answers were scored with the same nugget set
-NUGGET_BASED = ("nuggets/", "argue/", "crucible/")
 #: the normal quantile used to call a difference "within judge noise" (a 95% range of re-judging alone)
 JUDGE_NOISE_Z = 1.959964
 CSV_FILE, JSON_FILE = "significance.csv", "significance.json"
@@ -105,8 +105,9 @@ class CellScores:
     hops: dict[str, str] = field(default_factory=dict)
     #: metric -> question id -> value
     values: dict[str, dict[str, float]] = field(default_factory=dict)
-    #: metric -> question id -> the nugget set the value was scored against (nugget-based metrics)
-    nugget_sets: dict[str, dict[str, str | None]] = field(default_factory=dict)
+    #: the cell's nugget sets: judge metric prefix -> topic (question id) -> set identity
+    #: (`rag.judge.nugget_sets`: from metrics.json, else from the answers' own `nugget_set`)
+    nugget_sets: dict[str, dict[str, str]] = field(default_factory=dict)
     #: metric -> question id -> the repeated verdicts (`judge.repeats`), NaN where a repeat failed
     repeats: dict[str, dict[str, list[float]]] = field(default_factory=dict)
 
@@ -143,25 +144,16 @@ def _score_name(key: str, names: Mapping[str, str]) -> str | None:
     return f"recall/{match['stage']}@{match['k']}{match['kind'] or ''}" if match else None
 
 
-def nugget_set_ids(record: AnswerRecord) -> dict[str, str | None]:
-    """Evaluation -> the `nugget_set` id its judge result records (None where the result has none)."""
-    out: dict[str, str | None] = {}
-    for name, result in record.judges.items():
-        if isinstance(result, Mapping):
-            value = result.get("nugget_set")
-            for evaluation in result_values(name, result):
-                out[evaluation] = value if isinstance(value, str) else None
-    return out
-
-
-def same_ruler(metric: str, set_a: str | None, set_b: str | None) -> bool:
-    """Whether one question's two scores of `metric` were measured with the same ruler: nugget-based scores
-    (`NUGGET_BASED`) only when both answers were scored against the same nugget set (results written before the
-    id existed carry none and compare with each other, as `eval.agreement` treats them); every other score always.
-    The one place this rule lives (issue 35 makes nugget sets first-class: its check replaces this one)."""
-    if not metric.startswith(NUGGET_BASED):
-        return True
-    return set_a == set_b
+def comparable_questions(metric: str, shared: list[str], a: CellScores, b: CellScores) -> list[str]:
+    """The questions on which two cells' values of `metric` were measured with the same ruler: for a nugget-based
+    metric (one whose judge recorded nugget sets), only the topics both scored against the same set
+    (`rag.judge.nugget_sets.same_nugget_set_topics`, the one rule of the summary, the report and the agreement);
+    every other metric, all of them."""
+    set_a, set_b = nugget_set_for(metric, a.nugget_sets), nugget_set_for(metric, b.nugget_sets)
+    if set_a is None and set_b is None:
+        return shared
+    same = set(same_nugget_set_topics(set_a or {}, set_b or {}))
+    return [q for q in shared if q in same]
 
 
 def repeated_verdicts(record: AnswerRecord) -> dict[str, list[float]]:
@@ -181,18 +173,17 @@ def repeated_verdicts(record: AnswerRecord) -> dict[str, list[float]]:
 def load_cell(cell: Cell, label: str) -> CellScores:
     names = score_metric_names(cell)
     out = CellScores(name=cell.name, label=label)
-    for record in cell.run.records():
+    records = cell.run.records()
+    out.nugget_sets = cell_nugget_sets(cell.metrics or {}) or record_nugget_sets(records)
+    for record in records:
         qid = record.id
         out.hops[qid] = record.hop or ""
         for key, value in record.scores.items():
             metric = _score_name(key, names)
             if metric is not None:
                 out.values.setdefault(metric, {})[qid] = float(value)
-        sets = nugget_set_ids(record)
         for evaluation, value in record.judge_values().items():
             out.values.setdefault(evaluation, {})[qid] = float(value)
-            if evaluation.startswith(NUGGET_BASED):
-                out.nugget_sets.setdefault(evaluation, {})[qid] = sets.get(evaluation)
         for evaluation, verdicts in repeated_verdicts(record).items():
             out.repeats.setdefault(evaluation, {})[qid] = verdicts
     return out
@@ -256,8 +247,7 @@ def compare_pair(a: CellScores, b: CellScores, metric: str, split: str, settings
     shared = [q for q in va if q in vb and (split == "all" or a.hops.get(q) == split)]
     if not shared:
         return None
-    sets_a, sets_b = a.nugget_sets.get(metric, {}), b.nugget_sets.get(metric, {})
-    questions = [q for q in shared if same_ruler(metric, sets_a.get(q), sets_b.get(q))]
+    questions = comparable_questions(metric, shared, a, b)
     result = paired_comparison([va[q] for q in questions], [vb[q] for q in questions],
                                permutations=settings.permutations, bootstrap=settings.bootstrap, seed=settings.seed,
                                alpha=settings.alpha, power=settings.power)

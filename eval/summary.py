@@ -10,7 +10,9 @@ were judged, then the quality and cost metrics with the best value of each colum
 "statistically tied with the best" groups are what summary.md bolds in the per-answer quality columns.
 Each metric keeps its own column (`recall/rerank@5` and `@20` are different metrics); what is ranked, and in
 which direction, comes from the metric registry (`rag.metrics.registry`): quality up, cost down, and bookkeeping
-(cache hits, question counts, distributions) never "best". The
+(cache hits, question counts, distributions) never "best". A nugget-based metric (nuggets, ARGUE, Crucible) is
+ranked only when every cell scored each topic against the same nugget set (`rag.judge.nugget_sets`); otherwise
+its one-line notice (which cells, which topics) stands where its best cell would. The
 same tables go to one W&B "sweep-summary" run in the sweep's group, with a run id derived from the sweep folder
 so that a re-summary (after a resubmission) updates that run instead of adding another.
 """
@@ -31,6 +33,13 @@ from typing import Any
 from rag.core.errors import ConfigError
 from rag.core.hashing import stable_hash
 from rag.core.io import atomic_write_json, atomic_write_text
+from rag.judge.nugget_sets import (
+    NuggetSetComparison,
+    cell_nugget_sets,
+    compare_nugget_sets,
+    nugget_set_for,
+    record_nugget_sets,
+)
 from rag.judge.run import declare_saved_specs
 from rag.metrics.registry import REGISTRY
 from rag.sweep.cells import Cell, SweepFolder, load_sweep, read_yaml
@@ -74,6 +83,17 @@ class SweepSummary:
     #: eval.significance.Significance when computed (paired tests between the cells, the tied-with-best marks)
     significance: Any = None
     files: dict[str, Path] = field(default_factory=dict)
+    #: nugget-based metrics not ranked: their cells scored some topic against different nugget sets
+    not_ranked: dict[str, NuggetSetComparison] = field(default_factory=dict)
+
+    @property
+    def labels(self) -> dict[str, str]:
+        """Cell name -> `#<row>`, how summary.md names cells."""
+        return {row["cell"]: f"#{i}" for i, row in enumerate(self.rows)}
+
+    def notice(self, metric: str) -> str:
+        """The one line a not-ranked metric shows instead of a best cell."""
+        return self.not_ranked[metric].notice(self.labels) + f" ({POOL_HINT.format(sweep=self.sweep.dir)})"
 
     @property
     def model_loads(self) -> int | None:
@@ -135,6 +155,34 @@ def declare_cell_specs(sweep: SweepFolder) -> None:
             log.warning("%s: %s (its metrics are listed, not ranked)", cell.name, problem)
 
 
+#: what makes one nugget set per topic for a sweep and re-scores its nugget-based judges
+POOL_HINT = "python -m eval.pool sweep_dir={sweep} scores every cell against one set"
+
+
+def cells_nugget_sets(sweep: SweepFolder) -> dict[str, dict[str, dict[str, str]]]:
+    """Complete cell -> judge metric prefix -> topic -> nugget-set identity: from metrics.json, else (cells judged
+    before it named the sets) from the answers."""
+    out = {}
+    for cell in sweep.cells:
+        if cell.complete:
+            sets = cell_nugget_sets(cell.metrics or {})
+            if not sets and cell.run.has_answers:
+                sets = record_nugget_sets(cell.run.records())
+            out[cell.name] = sets
+    return out
+
+
+def rank_only_on_one_ruler(summary: SweepSummary, sets: dict[str, dict[str, dict[str, str]]]) -> None:
+    """Take the best-cell mark from every nugget-based metric whose cells scored some topic against different
+    nugget sets (`rag.judge.nugget_sets.compare_nugget_sets`) and keep the comparison for its notice."""
+    for metric in list(summary.best):
+        comparison = compare_nugget_sets(metric, {cell: nugget_set_for(metric, by_prefix)
+                                                  for cell, by_prefix in sets.items()})
+        if not comparison.comparable:
+            del summary.best[metric]
+            summary.not_ranked[metric] = comparison
+
+
 def collect(sweep_dir: str | Path) -> SweepSummary:
     """Read every cell's overrides and metrics.json into one table and find the best cell per metric."""
     sweep = load_sweep(sweep_dir)
@@ -165,7 +213,9 @@ def collect(sweep_dir: str | Path) -> SweepSummary:
             continue
         target = max(v for v, _ in scored) if direction > 0 else min(v for v, _ in scored)
         best[metric] = Best(metric, direction, target, [c for v, c in scored if v == target])
-    return SweepSummary(sweep=sweep, swept=swept, metrics=metric_names, rows=rows, best=best)
+    summary = SweepSummary(sweep=sweep, swept=swept, metrics=metric_names, rows=rows, best=best)
+    rank_only_on_one_ruler(summary, cells_nugget_sets(sweep))
+    return summary
 
 
 def add_agreement(summary: SweepSummary, patterns: Sequence[str] = (), n_boot: int = 200,
@@ -174,7 +224,7 @@ def add_agreement(summary: SweepSummary, patterns: Sequence[str] = (), n_boot: i
 
     By default the judge x nugget-metric matrix (per-answer kinds of the registry; never counters); with
     `patterns`, every pair of the evaluations they match. `reference`: tau_ap_a's truth (`eval.agreement.
-    choose_reference`: `auto` is human labels, else nugget scores).
+    choose_reference`: `auto` is nugget scores).
     """
     try:
         from eval.agreement import (
@@ -239,13 +289,40 @@ def to_csv(summary: SweepSummary) -> str:
     return buffer.getvalue()
 
 
+BEST_COLUMNS = ["metric", "direction", "value", "best_cells", "note"]
+
+
+def best_rows(summary: SweepSummary) -> list[list[Any]]:
+    """The best cell(s) per ranked metric; a nugget-based metric scored against different nugget sets gets no
+    value and its notice in `note` (best.csv and the W&B best table)."""
+    rows: list[list[Any]] = [[b.metric, "max" if b.direction > 0 else "min", b.value, " ".join(b.cells), ""]
+                             for b in summary.best.values()]
+    rows += [[m, "max" if metric_direction(m) > 0 else "min", None, "",
+              c.notice() + f" ({POOL_HINT.format(sweep=summary.sweep.dir)})"] for m, c in summary.not_ranked.items()]
+    return rows
+
+
 def best_csv(summary: SweepSummary) -> str:
     buffer = io.StringIO()
     writer = csv.writer(buffer, lineterminator="\n")
-    writer.writerow(["metric", "direction", "value", "best_cells"])
-    for best in summary.best.values():
-        writer.writerow([best.metric, "max" if best.direction > 0 else "min", best.value, " ".join(best.cells)])
+    writer.writerow(BEST_COLUMNS)
+    writer.writerows([["" if v is None else v for v in row] for row in best_rows(summary)])
     return buffer.getvalue()
+
+
+def not_ranked_json(summary: SweepSummary) -> dict[str, Any]:
+    """summary.json's `not_ranked`: per metric, the cells and topics scored against different nugget sets."""
+    return {m: {"cells": c.cells, "topics": sorted(c.differing), "notice": summary.notice(m)}
+            for m, c in summary.not_ranked.items()}
+
+
+def not_ranked_markdown(summary: SweepSummary) -> list[str]:
+    """summary.md's lines for metrics left unranked: one per metric, instead of a bold best."""
+    if not summary.not_ranked:
+        return []
+    return ["", "Not ranked (scored against different nugget sets; cells are compared on a nugget-based metric "
+            "only where every topic used one set):", "", *(f"- {_md_escape(summary.notice(m))}"
+                                                          for m in summary.not_ranked)]
 
 
 def _md_escape(text: str) -> str:
@@ -291,6 +368,7 @@ def to_markdown(summary: SweepSummary) -> str:
         for metric in shown:
             cells.append(_marked(summary, metric, row["cell"], _fmt(row.get(metric))))
         lines.append("| " + " | ".join(cells) + " |")
+    lines += not_ranked_markdown(summary)
     labels = {row["cell"]: f"#{i} " + " ".join(f"{k}={row[k]}" for k in summary.swept)
               for i, row in enumerate(summary.rows)}
     lines += ["", "## Best cell per metric", "", "| metric | best | value | cells |", "|---|---|---|---|"]
@@ -298,6 +376,8 @@ def to_markdown(summary: SweepSummary) -> str:
         names = ", ".join(_md_escape(labels.get(c, c).strip()) for c in best.cells)
         lines.append(f"| {_md_escape(best.metric)} | {'max' if best.direction > 0 else 'min'} | "
                      f"{_fmt(best.value)} | {names} |")
+    for metric in summary.not_ranked:
+        lines.append(f"| {_md_escape(metric)} | not ranked | | {_md_escape(summary.notice(metric))} |")
     if summary.significance is not None:
         from eval.significance import markdown as significance_markdown
 
@@ -350,7 +430,8 @@ def write_files(summary: SweepSummary) -> dict[str, Path]:
         "sweep_dir": str(root), "group": summary.sweep.group, "swept": summary.swept,
         "fixed": summary.sweep.fixed_overrides, "n_cells": len(summary.rows), "n_complete": summary.n_complete,
         "model_loads": summary.model_loads, "llm_configs": summary.llm_configs, "rows": summary.rows,
-        "best": {m: {"direction": b.direction, "value": b.value, "cells": b.cells} for m, b in summary.best.items()}})
+        "best": {m: {"direction": b.direction, "value": b.value, "cells": b.cells} for m, b in summary.best.items()},
+        "not_ranked": not_ranked_json(summary)})
     if summary.agreement_refused:  # an earlier summary's table would contradict the refusal
         for name in ("agreement.csv", "agreement.md", "agreement.png"):
             (root / name).unlink(missing_ok=True)
@@ -424,9 +505,7 @@ def log_wandb(summary: SweepSummary, project: str = "ragtifier", entity: str | N
     sweep = summary.sweep
     table = wandb.Table(columns=summary.columns, data=[[r.get(c) for c in summary.columns] for r in summary.rows],
                         allow_mixed_types=True)
-    best_table = wandb.Table(columns=["metric", "direction", "value", "best_cells"],
-                             data=[[b.metric, "max" if b.direction > 0 else "min", b.value, " ".join(b.cells)]
-                                   for b in summary.best.values()])
+    best_table = wandb.Table(columns=BEST_COLUMNS, data=best_rows(summary), allow_mixed_types=True)
     config = {"sweep_dir": str(sweep.dir), "swept": summary.swept, "fixed": sweep.fixed_overrides,
               "n_cells": len(summary.rows), "cells": [r["cell"] for r in summary.rows]}
     run = wandb.init(project=project, entity=entity, mode=mode or "offline", dir=str(sweep.dir),
@@ -466,6 +545,8 @@ def log_wandb(summary: SweepSummary, project: str = "ragtifier", entity: str | N
         for best in summary.best.values():
             run.summary[f"best/{best.metric}"] = best.value
             run.summary[f"best_cell/{best.metric}"] = best.cells[0]
+        for metric in summary.not_ranked:  # no best across rulers: the notice says why
+            run.summary[f"not_ranked/{metric}"] = summary.notice(metric)
         return run.id
     finally:
         run.finish()
@@ -498,7 +579,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                         help="glob patterns: every pair of these evaluations (default: the judge x nugget-metric matrix)")
     parser.add_argument("--bootstrap", type=int, default=200, help="bootstrap resamples for agreement CIs")
     parser.add_argument("--agreement-reference", default="auto",
-                        help="tau_ap_a's reference: auto (human labels, else nugget scores), or a glob/prefix")
+                        help="tau_ap_a's reference: auto (nugget scores), or a glob/prefix")
     parser.add_argument("--leaderboards", nargs="*", default=None, metavar="PATTERN",
                         help="also write each evaluation's TREC AutoJudge leaderboard (SWEEP/leaderboards/, "
                              "eval.autojudge); patterns: only the evaluations they match")

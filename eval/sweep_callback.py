@@ -3,11 +3,19 @@
 Registered by `conf/hydra/callbacks/sweep_summary.yaml` (`hydra/callbacks: sweep_summary` in config.yaml's
 defaults). Hydra calls `on_multirun_end` only when every cell succeeded; after failures run
 `python -m eval.summary SWEEP_DIR` by hand (it marks failed and missing cells).
+
+With `pool: true` the sweep pools at its end: `python -m eval.pool sweep_dir=SWEEP` (one nugget set per topic
+from the cells' UMBRELA-graded passages, every nugget-based judge of every cell re-scored against it, then the
+summary), run as a child process on the machine that launched the sweep (for a SLURM sweep: where the launcher
+waited for its jobs), with `pool_overrides` appended.
 """
 
 from __future__ import annotations
 
 import logging
+import os
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -17,15 +25,36 @@ from omegaconf import DictConfig, OmegaConf
 log = logging.getLogger(__name__)
 
 
+#: the project root, put on the pooling child's path so it runs this checkout's code
+ROOT = Path(__file__).resolve().parents[1]
+
+
 class SweepSummaryCallback(Callback):
     def __init__(self, enabled: bool = True, wandb: bool = True, agreement: list[str] | None = None,
-                 bootstrap: int = 200, agreement_reference: str = "auto", significance: Any = None):
+                 bootstrap: int = 200, agreement_reference: str = "auto", significance: Any = None,
+                 pool: bool = False, pool_overrides: list[str] | None = None):
         # keep construction cheap: the callback is pickled into every submitit job
         self.enabled, self.wandb, self.bootstrap = enabled, wandb, bootstrap
         #: eval.significance.Settings as a mapping (compare, baseline, correction, alpha, ...)
         self.significance = dict(significance or {})
         self.agreement_reference = agreement_reference
         self.agreement = list(agreement or [])
+        self.pool = pool
+        self.pool_overrides = [str(o) for o in pool_overrides or []]
+
+    def pool_sweep(self, sweep_dir: Path, wandb: bool) -> bool:
+        """`python -m eval.pool` on the finished sweep (it writes the summary too); False when it failed."""
+        command = [sys.executable, "-m", "eval.pool", f"sweep_dir={sweep_dir}", f"summary.wandb={str(wandb).lower()}",
+                   f"summary.bootstrap={self.bootstrap}", f"summary.agreement_reference={self.agreement_reference}",
+                   *self.pool_overrides]
+        env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH"))
+                                                           if p)}
+        log.info("pooling the sweep's nuggets: %s", " ".join(command[1:]))
+        done = subprocess.run(command, cwd=ROOT, env=env, check=False)
+        if done.returncode:
+            log.error("pooling failed (exit %d); the summary is written without it; rerun `python -m eval.pool "
+                      "sweep_dir=%s`", done.returncode, sweep_dir)
+        return done.returncode == 0
 
     def _wandb_settings(self, config: DictConfig) -> dict[str, Any] | bool:
         """The sweep's own logger settings: W&B only when the cells logged to W&B."""
@@ -41,6 +70,11 @@ class SweepSummaryCallback(Callback):
         from eval.summary import summarize
 
         sweep_dir = Path(str(config.hydra.sweep.dir))
+        if self.pool and self.pool_sweep(sweep_dir, wandb=bool(self._wandb_settings(config))):
+            from rag.report.build import report_after_sweep
+
+            report_after_sweep(sweep_dir)
+            return
         try:
             summary = summarize(sweep_dir, wandb=self._wandb_settings(config), agreement=self.agreement,
                                 n_boot=self.bootstrap, agreement_reference=self.agreement_reference,

@@ -11,27 +11,32 @@ and then recorded as None and counted, never read as grade 0 (umbrela falls back
 invalid); only an integer 0-3 is a grade (`2.5`, `4` are unreadable); the first `final score` of a reply counts
 (a base model may go on to invent further query-passage pairs), where umbrela takes the last match.
 
+A grade is read in one of two modes (`mode`): `text` parses the published reply; `logprobs` asks the same
+instructions ending in `##final score:` and takes the most likely of the first token's alternatives over 0-3 (our
+variant, as the nugget assignment's logprobs mode: a model that does not write the format still gives a grade);
+`auto` (the default) is logprobs where the engine returns log-probabilities, text elsewhere.
+
 Every pair of one call goes to the engine in one batch (the re-asks too), and grades are cached on disk per topic
-id, passage id, model and prompt (`<cache_dir>/umbrela/<model>/<hh>/<hash>.json`, written atomically; the key
+id, passage id, mode, prompt and the engine's identity (model by content and engine settings, as the response
+cache: `rag.llm.cache.OutputCache`, `<cache_dir>/umbrela/<model>/<hh>/<hash>.json`, written atomically; the key
 also holds the query, the passage text and the sampling settings), so a rerun asks only for what is missing.
 """
 
 from __future__ import annotations
 
-import json
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from eval.judges import EVAL_PROMPT_DIR
+from eval.judges import EVAL_PROMPT_DIR, cut_text
 from rag.core.errors import ConfigError
-from rag.core.hashing import slug, stable_hash
-from rag.core.io import atomic_write_json
+from rag.core.hashing import stable_hash
 from rag.core.parsing import normalise_quotes
-from rag.llm.asking import ask_with_retries, make_params
+from rag.llm.asking import ask_choices, ask_with_retries, make_params
 from rag.llm.base import LLMEngine, LLMRequest
+from rag.llm.cache import OutputCache
 from rag.llm.factory import to_plain
 from rag.prompts import load_prompt
 
@@ -82,12 +87,24 @@ class Grade:
     raw: str = ""
 
 
+#: how a grade is read: "text" parses the published `##final score: N` reply (re-asked when unreadable);
+#: "logprobs" reads it from the first token's alternatives over 0-3 after a prompt that ends in `##final score:`
+#: (`rag.llm.asking.ask_choices`, as the nugget assignment's logprobs mode; the first non-blank token, as a
+#: tokenizer may emit the space before the digit on its own); "auto": logprobs where the engine
+#: returns log-probabilities (llama.cpp, vLLM, OpenAI-compatible), else text
+MODES = ("auto", "text", "logprobs")
+LABELS = tuple(str(g) for g in GRADES)
+
+
 class UmbrelaGrader:
     """UMBRELA's 0-3 relevance grade for many (query, passage) pairs: one batched ask, cached per pair."""
 
     def __init__(self, params: Mapping[str, Any] | None = None, max_retries: int = 2, retry_temperature: float = 0.2,
                  max_passage_chars: int | None = 4000, prompt: str = "umbrela", prompt_dir: str | None = None,
-                 cache_dir: str | Path | None = None):
+                 cache_dir: str | Path | None = None, mode: str = "auto", logprobs_prompt: str = "umbrela_logprobs",
+                 top_logprobs: int = 20):
+        if mode not in MODES:
+            raise ConfigError(f"umbrela.mode={mode!r}: one of {', '.join(MODES)}")
         # castorini/umbrela's judges: temperature 0, 100 new tokens
         self.params = dict(params or {"temperature": 0.0, "max_tokens": 100})
         self.max_retries = max_retries
@@ -96,62 +113,73 @@ class UmbrelaGrader:
         self.prompt = prompt
         self.prompt_dir = str(prompt_dir or EVAL_PROMPT_DIR)
         self.cache_dir = Path(cache_dir) if cache_dir else None
+        self.mode = mode
+        #: the prompt of logprobs mode (the same instructions, ending where the grade's digit comes next)
+        self.logprobs_prompt = logprobs_prompt
+        #: alternatives read at the reply's first token in logprobs mode (OpenAI-compatible servers allow <= 20)
+        self.top_logprobs = top_logprobs
 
-    def _cut(self, text: str) -> str:
-        text = (text or "").strip()
-        limit = self.max_passage_chars
-        return text[:limit].rstrip() + " ..." if limit and len(text) > limit else text
+    def resolved_mode(self, engine: LLMEngine) -> str:
+        """`mode`, with auto settled for this engine."""
+        if self.mode == "auto":
+            return "logprobs" if engine.supports_logprobs else "text"
+        return self.mode
 
-    def prompt_hash(self) -> str:
+    def prompt_name(self, engine: LLMEngine) -> str:
+        return self.logprobs_prompt if self.resolved_mode(engine) == "logprobs" else self.prompt
+
+    def prompt_hash(self, engine: LLMEngine) -> str:
         """What the prompt file says (system and user text): a changed prompt never reads old grades."""
-        template = load_prompt(self.prompt, prompt_dir=self.prompt_dir)
+        template = load_prompt(self.prompt_name(engine), prompt_dir=self.prompt_dir)
         return stable_hash([template.system, template.user], length=16)
 
     def cache_key(self, engine: LLMEngine, item: GradeItem) -> dict[str, Any]:
-        return {"qid": item.qid, "passage_id": item.passage_id, "model": engine.model, "prompt": self.prompt_hash(),
-                "query": item.query, "passage": stable_hash(self._cut(item.text), length=16), "params": self.params}
+        """What decides a grade besides the engine's identity (which `OutputCache` adds)."""
+        mode = self.resolved_mode(engine)
+        return {"qid": item.qid, "passage_id": item.passage_id, "mode": mode, "prompt": self.prompt_hash(engine),
+                "query": item.query, "passage": stable_hash(cut_text(item.text, self.max_passage_chars), length=16),
+                "params": self.params if mode == "text" else {"top_logprobs": self.top_logprobs, "skip_blank": True}}
 
-    def _path(self, engine: LLMEngine, key: Mapping[str, Any]) -> Path | None:
-        if self.cache_dir is None:
-            return None
-        digest = stable_hash(key)
-        return self.cache_dir / "umbrela" / slug(engine.model) / digest[:2] / f"{digest}.json"
-
-    def _cached(self, path: Path | None, key: Mapping[str, Any]) -> int | None:
-        if path is None or not path.is_file():
-            return None
-        try:
-            entry = json.loads(path.read_text(encoding="utf-8"))
-        except (OSError, json.JSONDecodeError):
-            return None
-        if entry.get("key") != json.loads(json.dumps(key, default=str)):
-            return None
-        grade = entry.get("grade")
-        return grade if grade in GRADES and not isinstance(grade, bool) else None
+    @property
+    def cache(self) -> OutputCache:
+        return OutputCache(self.cache_dir, "umbrela")
 
     def grade(self, engine: LLMEngine, items: Sequence[GradeItem]) -> list[Grade]:
-        """A grade per item, in order: cached ones from disk, the rest in one batch (plus batched re-asks)."""
-        template = load_prompt(self.prompt, prompt_dir=self.prompt_dir)
+        """A grade per item, in order: cached ones from disk, the rest in one batch (text mode: plus batched
+        re-asks)."""
+        mode = self.resolved_mode(engine)
+        template = load_prompt(self.prompt_name(engine), prompt_dir=self.prompt_dir)
+        cache = self.cache
         out: list[Grade | None] = [None] * len(items)
-        todo: list[tuple[int, Path | None, dict[str, Any]]] = []
+        todo: list[tuple[int, dict[str, Any]]] = []
         for i, item in enumerate(items):
             key = self.cache_key(engine, item)
-            path = self._path(engine, key)
-            hit = self._cached(path, key)
-            if hit is not None:
+            entry = cache.get(engine, key)
+            hit = entry.get("grade") if entry else None
+            if hit in GRADES and not isinstance(hit, bool):
                 out[i] = Grade(item.qid, item.passage_id, hit, cached=True)
             else:
-                todo.append((i, path, key))
-        if todo:
-            params = make_params(self.params, engine, None)  # free text: the published `##final score:` reply
-            requests = [LLMRequest(messages=template.messages(query=items[i].query, passage=self._cut(items[i].text)),
-                                   params=params, stop_plain=template.stop_plain) for i, _p, _k in todo]
-            results = ask_with_retries(engine, requests, lambda _j, text: parse_final_score(text), self.max_retries,
-                                       self.retry_temperature, desc="umbrela")
-            for (i, path, key), res in zip(todo, results):
-                out[i] = Grade(items[i].qid, items[i].passage_id, res.value, attempts=res.attempts, raw=res.raw)
-                if path is not None and res.value is not None:  # unreadable ones are asked again next time
-                    atomic_write_json(path, {"key": key, "grade": res.value, "raw": res.raw})
+                todo.append((i, key))
+        if not todo:
+            return [g for g in out if g is not None]
+        # text: the published free-text `##final score:` reply; logprobs: one token, read from its alternatives
+        params = make_params(self.params, engine, None)
+        requests = [LLMRequest(messages=template.messages(query=items[i].query,
+                                                          passage=cut_text(items[i].text, self.max_passage_chars)),
+                               params=params, stop_plain=template.stop_plain) for i, _k in todo]
+        if mode == "logprobs":
+            chosen = ask_choices(engine, requests, LABELS, self.top_logprobs, desc="umbrela (logprobs)",
+                                 skip_blank=True)
+            found = [(None if c.label is None else int(c.label), c.raw, 1, c.probabilities) for c in chosen]
+        else:
+            asked = ask_with_retries(engine, requests, lambda _j, text: parse_final_score(text), self.max_retries,
+                                     self.retry_temperature, desc="umbrela")
+            found = [(a.value, a.raw, a.attempts, None) for a in asked]
+        for (i, key), (value, raw, attempts, probabilities) in zip(todo, found):
+            out[i] = Grade(items[i].qid, items[i].passage_id, value, attempts=attempts, raw=raw)
+            if value is not None:  # unreadable ones are asked again next time
+                cache.put(engine, key, {"grade": value, "raw": raw,
+                                        **({"probabilities": probabilities} if probabilities else {})})
         return [g for g in out if g is not None]
 
 

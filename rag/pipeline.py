@@ -431,6 +431,13 @@ def format_metrics_table(metrics: dict[str, Any]) -> str:
     """A compact two-column table for the terminal."""
     width = max(len(k) for k in metrics) if metrics else 10
     lines = [f"{'metric'.ljust(width)}  value", f"{'-' * width}  -----"]
-    lines += [f"{k.ljust(width)}  {v:.4f}" if isinstance(v, float) else f"{k.ljust(width)}  {v}"
+    lines += [f"{k.ljust(width)}  {v:.4f}" if isinstance(v, float) else f"{k.ljust(width)}  {_short(v)}"
               for k, v in metrics.items()]
     return "\n".join(lines)
+
+
+def _short(value: Any) -> Any:
+    """A nugget set (`<judge>/nugget_set`) as its identity, source and topic count, not every topic's hash."""
+    if isinstance(value, dict) and "identity" in value:
+        return f"{value['identity']} ({value.get('source')}, {len(value.get('topics') or {})} topics)"
+    return value

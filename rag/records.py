@@ -219,6 +219,23 @@ class AnswerRecord(BaseModel):
     def passage_texts(self) -> list[str]:
         return [p.passage for p in self.passages]
 
+    def ranked_passages(self) -> list[tuple[int, str, str]]:
+        """(rank, passage id, text) of the passages the generator was given, best first: in the order of the ranked
+        list after reranking and the cut (`reranked`), whatever order the prompt had them in (`passages` and
+        `context` are in prompt order: `ordering=inverted` puts the best one last). Passages the ranked list does
+        not hold (a strategy that retrieved its own: IterDRAG) follow in prompt order. The rank is the position in
+        that order, from 1. Records without passage ids (older files) keep prompt order, with id ""."""
+        texts = self.passage_texts()
+        ids = [str(i) for i in self.context] if len(self.context) == len(texts) else [""] * len(texts)
+        order: dict[str, int] = {}
+        for entry in self.reranked:
+            pid = entry.get("passage_id") if isinstance(entry, Mapping) else None
+            if pid is not None:
+                order.setdefault(str(pid), len(order))
+        unranked = len(order)
+        best_first = sorted(range(len(texts)), key=lambda j: (order.get(ids[j], unranked), j))
+        return [(rank, ids[j], texts[j]) for rank, j in enumerate(best_first, start=1)]
+
     def gold_texts(self) -> list[str]:
         return [d for d in self.gold_docs if isinstance(d, str) and d.strip()]
 
@@ -338,10 +355,11 @@ def load_answer_records(path: Any) -> list[AnswerRecord]:
 
 def read_nugget_file(path: str | os.PathLike[str]) -> dict[str, dict[str, Any]]:
     """Nugget records by qid from a create file (ours or castorini/nuggetizer's: `{qid, query, nuggets:
-    [{text, importance}]}`); assign files work too."""
+    [{text, importance}]}`, ours with `source`: where the nuggets came from); assign files work too."""
     out: dict[str, dict[str, Any]] = {}
     for row in read_jsonl(path):
         qid = str(row.get("qid", ""))
         nuggets = [{"text": n["text"], "importance": n.get("importance", "vital")} for n in row.get("nuggets", [])]
-        out[qid] = {"qid": qid, "query": row.get("query", ""), "nuggets": nuggets}
+        out[qid] = {"qid": qid, "query": row.get("query", ""), "nuggets": nuggets,
+                    "source": str(row.get("source") or "nugget_file")}
     return out

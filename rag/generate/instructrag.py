@@ -1,6 +1,6 @@
 """InstructRAG, in-context variant (InstructRAG-ICL; Wei et al., ICLR 2025). RAGtifier's submitted strategy.
 
-Phase 1 (once per model + prompt + demonstration set, cached under `<cache_dir>/instructrag/`): for each
+Phase 1 (once per engine identity + prompt + demonstration set, cached under `<cache_dir>/instructrag/`): for each
 demonstration question of a dev split, the model explains how the question's gold documents lead to its
 known gold answer (a self-synthesised rationale). Phase 2: the demonstrations (documents, question, rationale,
 "Final answer:" line) precede the new question's passages; the model writes a rationale and a final answer.
@@ -16,20 +16,19 @@ the whole cleaned output (the rationale, which is InstructRAG's original answer 
 
 from __future__ import annotations
 
-import json
 import logging
 import random
 from collections.abc import Mapping
-from pathlib import Path
 from typing import Any
 
 from rag.core.errors import ConfigError
-from rag.core.hashing import slug, stable_hash
-from rag.core.io import atomic_write_text
+from rag.core.hashing import stable_hash
 from rag.data.questions import DeclaredSplit, QuestionLoader, shared_questions
 from rag.generate.base import GenerationContext, GenerationInput, cut_words, passage_views
 from rag.generate.multistep import MultiStepGenerator, output_record
 from rag.generate.parsing import before_marker, clean_output, extract_answer
+from rag.llm.base import LLMRequest
+from rag.llm.cache import OutputCache
 from rag.records import GenerationResult, Question
 
 log = logging.getLogger(__name__)
@@ -135,26 +134,27 @@ class InstructRAGGenerator(MultiStepGenerator):
                         self.num_demos + 1)
         return pool
 
-    def demonstrations(self, ctx: GenerationContext, evaluated: tuple[Question, ...] | list[Question] = ()
-                       ) -> tuple[list[dict[str, Any]], bool]:
-        """Demonstrations with rationales, from the disk cache or made now in one batch; True if made now."""
+    def rationale_requests(self, ctx: GenerationContext, evaluated: tuple[Question, ...] | list[Question] = ()
+                           ) -> tuple[list[dict[str, Any]], list[LLMRequest]]:
+        """The demonstrations (without rationales yet) and the requests that ask for their rationales."""
         pool = self.demo_pool(ctx, evaluated)
-        if not pool:
-            return [], False
         template = self.template("rationale")
         demos = [{"id": q.id, "question": q.question, "answer": _one_line(q.answer or ""),
                   "passages": [{"label": i + 1, "text": _truncate(doc, self.demo_passage_words), "title": ""}
                                for i, doc in enumerate(q.gold_docs)]} for q in pool]
-        requests = [self.step_request(template, self.rationale_max_tokens, question=d["question"],
-                                      answer=d["answer"], passages=d["passages"]) for d in demos]
-        key = stable_hash({"model": ctx.engine.model, "prompts": [ctx.engine.render(r) for r in requests],
-                           "params": [r.params.to_dict() for r in requests]})
-        path = (Path(ctx.cache_dir) / "instructrag" / slug(ctx.engine.model) / f"demos_{key[:20]}.json"
-                if ctx.cache_dir else None)
-        if path is not None and path.is_file():
-            cached = json.loads(path.read_text(encoding="utf-8"))
-            if [d["id"] for d in cached["demos"]] == [d["id"] for d in demos]:
-                return cached["demos"], False
+        return demos, [self.step_request(template, self.rationale_max_tokens, question=d["question"],
+                                         answer=d["answer"], passages=d["passages"]) for d in demos]
+
+    def demonstrations(self, ctx: GenerationContext, evaluated: tuple[Question, ...] | list[Question] = ()
+                       ) -> tuple[list[dict[str, Any]], bool]:
+        """Demonstrations with rationales, from the disk cache or made now in one batch; True if made now."""
+        demos, requests = self.rationale_requests(ctx, evaluated)
+        if not demos:
+            return [], False
+        cache, key = self.rationale_cache(ctx, requests)
+        cached = cache.get(ctx.engine, key)
+        if cached is not None and [d["id"] for d in cached.get("demos") or []] == [d["id"] for d in demos]:
+            return cached["demos"], False
         outputs = self.run_step(ctx, requests, "instructrag rationales")
         for demo, completion in zip(demos, outputs):
             rationale = clean_output(before_marker(completion.text, "Final answer:", last=False))
@@ -162,11 +162,18 @@ class InstructRAGGenerator(MultiStepGenerator):
             demo["rationale_fallback"] = None if rationale else "gold_answer"
             # an empty rationale (weak model) falls back to the gold answer so the example stays well formed
             demo["rationale"] = rationale or demo["answer"]
-        if path is not None:
-            atomic_write_text(path, json.dumps({"model": ctx.engine.model, "prompt": self.prompt_names["rationale"],
-                                                "demo_ids": [d["id"] for d in demos], "demos": demos},
-                                               ensure_ascii=False, indent=1))
+        cache.put(ctx.engine, key, {"model": ctx.engine.model, "prompt": self.prompt_names["rationale"],
+                                    "demo_ids": [d["id"] for d in demos], "demos": demos})
         return demos, True
+
+    @staticmethod
+    def rationale_cache(ctx: GenerationContext, requests: list[LLMRequest]) -> tuple[OutputCache, dict[str, Any]]:
+        """Where the demonstrations' rationales are kept (`<cache_dir>/instructrag/`) and their key: the rendered
+        rationale prompts and their sampling settings, joined by the engine's identity (model by content, engine
+        settings, as the response cache), so llama.cpp and vLLM engines of one model never share rationales."""
+        key = {"prompts": stable_hash([ctx.engine.render(r) for r in requests]),
+               "params": [r.params.to_dict() for r in requests]}
+        return OutputCache(ctx.cache_dir, "instructrag"), key
 
     def demos_for(self, question: Question, demos: list[dict[str, Any]]) -> list[dict[str, Any]]:
         """The first `num_demos` demonstrations that are not the question itself (same id or same text)."""

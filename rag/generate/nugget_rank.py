@@ -149,7 +149,8 @@ class NuggetRanker:
         self._model = None
         if model_path and not Path(model_path).expanduser().is_file():
             raise MissingDataError(f"generator.ranker.model_path: no model file at {model_path} "
-                                   f"(train one with `python -m rag.generate.crucible_train RUNS... --out FILE`)")
+                                   f"(train one with `python -m rag.generate.crucible_train RUNS... --evaluated "
+                                   f"EVALUATED... --out FILE`)")
 
     @property
     def mode(self) -> str:

@@ -7,6 +7,10 @@ metrics it returns. The metric names a judge writes are declared to the registry
 per-answer results go under `record.judges[<name>]` (`store`), and the evaluations read from them
 (`answer_values`: `judge/<name>/<field>`, or what `declaration` names) are what agreement, the W&B answers
 table and the report show.
+
+A judge scored against nuggets sets `uses_nuggets`: it receives the run's one `NuggetSet` as `ctx.nuggets` (made
+once from the `judge.nuggetizer` node, `rag.judge.nugget_sets`) and its source as `ctx.nuggetizer`, never builds
+its own, and each of its results records its topic's set (`nugget_set`), as its metrics do per judge.
 """
 
 from __future__ import annotations
@@ -17,6 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from rag.judge.nugget_sets import NuggetSet, NuggetSource
 from rag.llm.base import LLMEngine
 from rag.metrics.registry import MetricSpec
 from rag.records import VALUES_KEY, AnswerRecord, result_values
@@ -35,6 +40,10 @@ class EvalContext:
 
     run_dir: Path
     cache_dir: Path
+    #: the run's one nugget set, for judges with `uses_nuggets` (None when no such judge runs)
+    nuggets: NuggetSet | None = None
+    #: what made it (AutoNuggetizer: its assignment settings serve every nugget judge)
+    nuggetizer: NuggetSource | None = None
 
 
 class Judge(ABC):
@@ -44,6 +53,8 @@ class Judge(ABC):
     name: str
     #: the judge's engine config (an `llm` node with `_target_`), or None for judges without an LLM
     llm: Mapping[str, Any] | None = None
+    #: scored against nuggets: `evaluate` gets the run's one nugget set as `ctx.nuggets` (module docstring)
+    uses_nuggets: bool = False
 
     def __init__(self, name: str, llm: Mapping[str, Any] | None = None):
         self.name = name
@@ -62,6 +73,11 @@ class Judge(ABC):
     def metric_prefix(self) -> str:
         """Every run metric of this judge starts with this (re-judging replaces exactly these)."""
         return f"judge/{self.name}/"
+
+    def context_evaluations(self) -> list[str]:
+        """The per-answer evaluations that judge an answer against its retrieved passages (faithfulness): undefined
+        for answers that had none (`eval.meta` says so in their rows). None by default."""
+        return []
 
     def declaration(self) -> dict[str, Any] | None:
         """How a reader names this judge's per-answer values, stored with every result (`_values`): a metric

@@ -1,8 +1,11 @@
 """Evaluate a run's answers with whatever judges the `judge` config group composed; return flat metrics.
 
 `cfg.judge` holds shared settings (`llm`: the judges' default engine, the run's own `${llm}` unless set;
-`release_generator`; `report`) and one node per judge, each with `_target_` (a `rag.judge.base.Judge` subclass),
+`release_generator`; `report`; `nuggetizer`: AutoNuggetizer's settings, the one node every nugget-based judge
+uses, added by their YAMLs) and one node per judge, each with `_target_` (a `rag.judge.base.Judge` subclass),
 placed there by `judge=[liverag,nuggets]`, `judge=full` or a YAML of your own (`# @package judge.<name>`).
+When a judge is scored against nuggets (`uses_nuggets`), the `nuggetizer` node makes the run's one nugget set
+before any judge runs, and every such judge receives it (`rag.judge.nugget_sets`).
 Every judge writes its per-answer results into the records and returns its run metrics; the LLM work of all
 judges is reported apart from generation as `eval/llm_calls`, `eval/prompt_tokens`, ... (usage deltas of the
 engines the judges used). Files: `eval_report.md` and whatever the judges write (nuggets/*.jsonl).
@@ -19,6 +22,7 @@ from rag.core.components import build_component, component_nodes
 from rag.core.errors import ConfigError, DataError
 from rag.core.io import atomic_write_text
 from rag.judge.base import EvalContext, Judge
+from rag.judge.nugget_sets import NUGGET_SET, NuggetSet, NuggetSource, judge_entry, metric_key
 from rag.judge.repeats import Noise, judge_noise, noise_report, repeat_judge
 from rag.llm.base import Usage
 from rag.llm.factory import EngineFactory, to_plain, usage_delta
@@ -28,7 +32,9 @@ from rag.records import AnswerRecord
 log = logging.getLogger(__name__)
 
 #: keys of `cfg.judge` that are settings, not judges
-SETTINGS = ("llm", "report", "release_generator", "repeats", "repeat_temperature")
+SETTINGS = ("llm", "report", "release_generator", "repeats", "repeat_temperature", "nuggetizer")
+#: the settings node that makes the run's nugget set
+NUGGETIZER = "nuggetizer"
 
 
 def judge_nodes(judge_cfg: Any) -> dict[str, dict[str, Any]]:
@@ -47,10 +53,23 @@ def build_judges(judge_cfg: Any) -> list[Judge]:
     dupes = sorted({n for n in names if names.count(n) > 1})
     if dupes:
         raise ConfigError(f"judge: two judges are named {dupes[0]!r}; give each a distinct `name`")
+    if any(j.uses_nuggets for j in judges):
+        build_nuggetizer(judge_cfg, [j.name for j in judges if j.uses_nuggets])  # a bad setting fails here
     for judge in judges:
         for spec in judge.metric_specs():
             REGISTRY.declare(spec, first=True, replace=True)
     return judges
+
+
+def build_nuggetizer(judge_cfg: Any, needed_by: Sequence[str] = ()) -> NuggetSource:
+    """The nugget source from `judge.nuggetizer` (`_target_` and its settings); one line when it is missing."""
+    plain = to_plain(judge_cfg) or {}
+    node = plain.get(NUGGETIZER) if isinstance(plain, Mapping) else None
+    if not isinstance(node, Mapping) or "_target_" not in node:
+        raise ConfigError(f"judge.{NUGGETIZER}: judge(s) {', '.join(needed_by) or '?'} are scored against nuggets "
+                          f"and need AutoNuggetizer's settings node (conf/judge/{NUGGETIZER}.yaml, which the nugget "
+                          f"judges' YAMLs add: compose them with judge=[...])")
+    return build_component("judge", NUGGETIZER, {**node, "name": NUGGETIZER}, NuggetSource)
 
 
 def declare_saved_specs(config: Mapping[str, Any]) -> list[str]:
@@ -95,17 +114,25 @@ def evaluate_records(judge_cfg: Any, records: Sequence[AnswerRecord], run_dir: s
     metrics: dict[str, Any] = {}
     repeats, temperature = repeat_settings(settings)
     noise: list[Noise] = []
+    release = bool(settings.get("release_generator", False))
     try:
+        if any(j.uses_nuggets for j in judges):
+            ctx.nuggetizer = build_nuggetizer(judge_cfg, [j.name for j in judges if j.uses_nuggets])
+            maker = factory.get(ctx.nuggetizer.llm, release_others=release) if ctx.nuggetizer.llm else None
+            ctx.nuggets = ctx.nuggetizer.nugget_set(records, maker, cache_dir)
+            log.info("nugget set %s (%s) for %d topics: %d with nuggets", ctx.nuggets.identity, ctx.nuggets.source,
+                     len(ctx.nuggets.topics), len(ctx.nuggets.usable()))
         for key, judge in zip(judge_nodes(judge_cfg), judges):
             engine = None
             if judge.llm is not None:
                 # errors name the setting that configures it: judge.llm, or the judge's own judge.<key>.llm
                 setting = "judge.llm" if to_plain(judge.llm) == settings.get("llm") else f"judge.{key}.llm"
-                engine = factory.get(judge.llm, release_others=bool(settings.get("release_generator", False)),
-                                     setting=setting)
+                engine = factory.get(judge.llm, release_others=release, setting=setting)
             log.info("judge %s (%s) with %s on %d records", judge.name, type(judge).__name__,
                      engine.model if engine else "no LLM", len(records))
             metrics.update(judge.evaluate(records, engine, ctx))
+            if judge.uses_nuggets and ctx.nuggets is not None:
+                metrics.update(record_nugget_set(judge, records, ctx.nuggets))
             if engine is not None and repeats > 1:  # judge noise: every answer judged again with other seeds
                 repeat_judge(judge, records, engine, ctx, repeats, temperature)
                 found = judge_noise(judge, records)
@@ -142,6 +169,19 @@ def repeat_settings(settings: Mapping[str, Any]) -> tuple[int, float | None]:
         raise ConfigError(f"judge.repeat_temperature={temperature!r}: a sampling temperature >= 0, or null for "
                           f"each judge's own")
     return repeats, None if temperature is None else float(temperature)
+
+
+def record_nugget_set(judge: Judge, records: Sequence[AnswerRecord], nuggets: NuggetSet) -> dict[str, Any]:
+    """Every scored result of a nugget-based judge names its topic's set (`nugget_set`, `source`; a judge that
+    did not write them gets them here), and the judge's run metrics name the set over the topics it scored."""
+    for record in records:
+        result, topic = record.judges.get(judge.name), nuggets.get(record.id)
+        if isinstance(result, dict) and topic is not None and topic.failure is None and not result.get("skipped") \
+                and not result.get("parse_failed"):
+            result.setdefault(NUGGET_SET, topic.identity)
+            result.setdefault("source", topic.source)
+    entry = judge_entry(records, judge.name)
+    return {metric_key(judge.metric_prefix): entry} if entry else {}
 
 
 def markdown_report(metrics: Mapping[str, Any], judges: Sequence[Judge], noise: Sequence[Noise] = ()) -> str:

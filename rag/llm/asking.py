@@ -104,20 +104,25 @@ def label_probabilities(alternatives: dict[str, float], labels: Sequence[str]) -
 
 
 def ask_choices(engine: LLMEngine, requests: Sequence[LLMRequest], labels: Sequence[str], top_k: int = 20,
-                desc: str = "choose") -> list[Chosen]:
+                desc: str = "choose", skip_blank: bool = False) -> list[Chosen]:
     """Pick one of `labels` per request from the engine's log-probabilities instead of parsing generated text:
     one batch, one generated token per request, the `top_k` most likely first tokens, each label's mass read with
     `label_probabilities` and the most likely label chosen. No re-ask: greedy scoring of the same prompt gives
     the same distribution, so an item with no label among its alternatives is returned as `label=None` (the
     caller counts it as unreadable). Labels must differ in their first token (support / partial_support /
-    not_support do)."""
+    not_support do). With `skip_blank`, two tokens are generated and the label is read at the second position
+    when the most likely first token is blank (tokenizers such as Gemma's emit the space before a digit as a token
+    of its own: after `score:` the first token is " ", the digit comes next)."""
     engine.require_logprobs(desc)
-    batch = [dataclasses.replace(r, params=dataclasses.replace(r.params, max_tokens=1, top_logprobs=top_k,
-                                                               json_schema=None, logprobs=False))
+    batch = [dataclasses.replace(r, params=dataclasses.replace(r.params, max_tokens=2 if skip_blank else 1,
+                                                               top_logprobs=top_k, json_schema=None, logprobs=False))
              for r in requests]
     out = []
     for completion in engine.generate(batch, desc=desc):
-        first = (completion.top_logprobs or [{}])[0]
+        positions = completion.top_logprobs or [{}]
+        first = positions[0]
+        if skip_blank and len(positions) > 1 and first and not max(first, key=first.get).strip():
+            first = positions[1]
         probabilities = label_probabilities(first, labels)
         best = max(probabilities, key=probabilities.get) if probabilities else None
         out.append(Chosen(best, {k: round(v, 6) for k, v in probabilities.items()}, completion.text))

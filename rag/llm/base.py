@@ -271,13 +271,22 @@ class LLMEngine(ABC):
         """Names the model by content where it is local (see `rag.llm.cache.model_identity`), else by name."""
         return {"name": self.model}
 
-    def _cache_key(self, request: LLMRequest) -> dict[str, Any]:
-        """Everything that changes an answer: model identity, engine settings (context size, truncation,
-        template, sampler), the rendered prompt and every sampling parameter (stops and JSON schema included)."""
+    def identity(self) -> dict[str, Any]:
+        """What names this engine's answers apart from the request: the model's name, the model by content
+        (`model_identity`) and the engine settings that change outputs (`signature`: backend and version, context,
+        truncation, template, sampler). The response cache keys on it, and so does every cache of output derived
+        from the model's answers (`rag.llm.cache.OutputCache`: nugget sets, UMBRELA grades, InstructRAG's
+        rationales), so llama.cpp and vLLM engines of one GGUF under one name never share an entry."""
         if self._identity is None:
             self._identity = self.model_identity()
-        key = {"v": CACHE_KEY_VERSION, "model": self.model, "model_id": self._identity,
-               "prompt": self.render(request), "params": request.params.to_dict()}
-        if self.signature():
-            key["engine"] = self.signature()
-        return key
+        out = {"model": self.model, "model_id": self._identity}
+        signature = self.signature()
+        if signature:
+            out["engine"] = signature
+        return out
+
+    def _cache_key(self, request: LLMRequest) -> dict[str, Any]:
+        """Everything that changes an answer: the engine's `identity` (model by content, engine settings), the
+        rendered prompt and every sampling parameter (stops and JSON schema included)."""
+        prompt = self.render(request)  # first: rendering may settle the engine's template (chat_format=auto)
+        return {"v": CACHE_KEY_VERSION, **self.identity(), "prompt": prompt, "params": request.params.to_dict()}

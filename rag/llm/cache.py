@@ -13,11 +13,19 @@ import hashlib
 import json
 import os
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from rag.core.hashing import slug, stable_hash
 from rag.core.io import atomic_write_text
 from rag.core.secrets import redact
+
+
+class Identified(Protocol):
+    """An engine as `OutputCache` sees it (`rag.llm.base.LLMEngine`): its display name and its identity."""
+
+    model: str
+
+    def identity(self) -> dict[str, Any]: ...
 
 #: files of a model folder that decide its outputs besides the weights (configs, tokenizer, chat template)
 FOLDER_FILES = ("config.json", "generation_config.json", "tokenizer_config.json", "tokenizer.json",
@@ -134,3 +142,47 @@ class ResponseCache:
     def count(self) -> int:
         """Number of stored responses (for tests and reports; not `__len__`, so an empty cache stays truthy)."""
         return sum(1 for p in self.root.glob("*/*/*.json") if not p.parent.parent.name.startswith("_"))
+
+
+class OutputCache:
+    """Output a component derived from a model's answers (nugget sets, UMBRELA grades, InstructRAG's rationales),
+    one JSON file per entry under `<root>/<kind>/<model>/<hh>/<sha256>.json`, written atomically.
+
+    Keyed like the response cache: the engine's `identity()` (model by content, engine settings) joins the
+    caller's key (its input, prompts and sampling settings), so one display name on two engines (llama.cpp and
+    vLLM of one GGUF) never shares an entry. An entry whose stored key differs (a hash collision, an older
+    format) is a miss.
+    """
+
+    def __init__(self, root: str | Path | None, kind: str):
+        self.root = Path(root) / kind if root else None
+        self.kind = kind
+
+    @staticmethod
+    def full_key(engine: Identified, key: dict[str, Any]) -> dict[str, Any]:
+        return {**key, "engine_identity": engine.identity()}
+
+    def path(self, engine: Identified, key: dict[str, Any]) -> Path | None:
+        if self.root is None:
+            return None
+        digest = stable_hash(self.full_key(engine, key))
+        return self.root / slug(engine.model) / digest[:2] / f"{digest}.json"
+
+    def get(self, engine: Identified, key: dict[str, Any]) -> dict[str, Any] | None:
+        """The stored entry (without its key), or None."""
+        path = self.path(engine, key)
+        if path is None or not path.is_file():
+            return None
+        try:
+            entry = json.loads(path.read_text(encoding="utf-8"))
+        except (OSError, json.JSONDecodeError):
+            return None
+        if not isinstance(entry, dict) or entry.get("key") != stored_key(self.full_key(engine, key)):
+            return None
+        return {k: v for k, v in entry.items() if k != "key"}
+
+    def put(self, engine: Identified, key: dict[str, Any], value: dict[str, Any]) -> None:
+        path = self.path(engine, key)
+        if path is not None:
+            entry = {"key": stored_key(self.full_key(engine, key)), **value}
+            atomic_write_text(path, json.dumps(entry, ensure_ascii=False, default=str))

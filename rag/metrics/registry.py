@@ -12,6 +12,7 @@ Kinds:
   counter     bookkeeping: counts of calls, tokens, failures, cache hits (never ranked against quality)
   timing      wall-clock seconds
   correlation agreement between two evaluations over runs (sweep-summary only)
+  identity    which ruler scored a run: a nugget-based judge's nugget set, a mapping (never a number, never ranked)
 """
 
 from __future__ import annotations
@@ -23,8 +24,8 @@ from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Literal
 
-Kind = Literal["per_answer", "rate", "counter", "timing", "correlation"]
-KINDS: tuple[str, ...] = ("per_answer", "rate", "counter", "timing", "correlation")
+Kind = Literal["per_answer", "rate", "counter", "timing", "correlation", "identity"]
+KINDS: tuple[str, ...] = ("per_answer", "rate", "counter", "timing", "correlation", "identity")
 
 #: placeholder -> regular expression (default: one path segment)
 PLACEHOLDERS: dict[str, str] = {
@@ -229,10 +230,18 @@ BUILTIN: tuple[MetricSpec, ...] = (
        "re-asks (never scored)", NONNEG, False),
     _s("judge/{judge}/skipped_no_gold", "counter", "answers (or fields) skipped for lack of a gold answer",
        NONNEG),
+    _s("judge/{judge}/skipped_no_passages", "counter", "answers whose passage-based fields (faithfulness) are "
+       "undefined: the answer had no retrieved passages", NONNEG),
     _s("judge/{judge}/{field}_n", "counter", "answers that have a value for the field", NONNEG),
     _s("judge/{judge}/{field}_share_{value}/{split}", "rate", "share of scored answers at one value of a field "
        "(RAGtifier Table 1 layout)", UNIT),
     _s("judge/{judge}/{field}/{split}", "per_answer", "mean of a judge's per-answer score", (None, None), True),
+    # -- the nugget set each nugget-based judge scored with (rag/judge/nugget_sets.py) --
+    _s("judge/{judge}/nugget_set", "identity", "the nugget set the judge scored the run's answers against: "
+       "{identity, source, topics: {qid: identity}}; the summary ranks cells only where these agree"),
+    _s("{judge}/nugget_set", "identity", "the nugget set a nugget-based judge (nuggets, argue, crucible) scored the "
+       "run's answers against: {identity, source, topics: {qid: identity}}; the summary ranks cells only where "
+       "these agree"),
     # -- AutoNuggetizer (eval/nuggets.py) --
     _s("nuggets/{metric}/{split}", "per_answer", "AutoNuggetizer score (Vital Strict is the primary), mean over "
        "scored answers", UNIT, True, metric="vital_strict|all_strict|vital|all"),
@@ -262,7 +271,7 @@ BUILTIN: tuple[MetricSpec, ...] = (
     _s("agreement/{judge}/{field}/{nugget}/{stat}", "correlation", "Kendall tau-b / tau_ap_a (the key names its "
        "reference side) / tau_ap_b (and CI bounds) "
        "between a judge field and a nugget metric over the sweep's runs", (-1.0, 1.0), None,
-       stat="|".join(f"{s}{b}" for s in ("tau_b", "tau_ap_a_ref_nuggets", "tau_ap_a_ref_judge", "tau_ap_a_ref_human",
+       stat="|".join(f"{s}{b}" for s in ("tau_b", "tau_ap_a_ref_nuggets", "tau_ap_a_ref_judge",
                                           "tau_ap_b", "tau_topic") for b in ("", "_lo", "_hi"))),
     _s("agreement/{judge}/{field}/{nugget}/{count}", "counter", "runs and topics behind an agreement cell",
        NONNEG, None, count="n_runs|n_topics|n_topics_dropped"),

@@ -69,6 +69,20 @@ def too_few_units(n_units: int, unit: str) -> str:
     return f"{plural(n_units, unit)}: a bootstrap over fewer than {MIN_UNITS} {unit}s has no spread"
 
 
+#: an undefined interval (no defined resample)
+NAN2 = (math.nan, math.nan)
+
+
+def percentile_ci(samples: Sequence[float], confidence: float = 0.95) -> tuple[float, float]:
+    """The percentile bootstrap interval of `samples` at `confidence`, over the samples that are defined (a
+    resample where a coefficient is undefined is NaN and left out); `NAN2` when none is."""
+    values = np.asarray([s for s in samples if not math.isnan(s)], dtype=float)
+    if len(values) == 0:
+        return NAN2
+    alpha = (1 - confidence) / 2
+    return float(np.quantile(values, alpha)), float(np.quantile(values, 1 - alpha))
+
+
 def percentile_interval(samples: Sequence[float], n_units: int, unit: str = "topic",
                         confidence: float = 0.95) -> Interval:
     """Percentile interval of bootstrap `samples` (NaNs, undefined resamples, left out) drawn over `n_units`
@@ -76,11 +90,8 @@ def percentile_interval(samples: Sequence[float], n_units: int, unit: str = "top
     reason = too_few_units(n_units, unit)
     if reason:
         return Interval(reason=reason)
-    values = np.asarray([s for s in samples if not math.isnan(s)], dtype=float)
-    if len(values) == 0:
-        return Interval(reason="undefined in every resample")
-    alpha = (1 - confidence) / 2
-    return Interval(float(np.quantile(values, alpha)), float(np.quantile(values, 1 - alpha)))
+    low, high = percentile_ci(samples, confidence)
+    return Interval(reason="undefined in every resample") if math.isnan(low) else Interval(low, high)
 
 
 # -- paired comparison --------------------------------------------------------------------------------------

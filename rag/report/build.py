@@ -148,9 +148,17 @@ def build_report(sweep_dir: str | Path, out_dir: str | Path | None = None, laten
             "no benchmark results (put benchmarks/latency_at_k.py output as latency_at_k*.json in the sweep "
             "folder or pass --latency) and no run whose retrieve/rerank stage computed every question "
             "(the stage cache served them)")
-    # agreement
-    matrices = agreement_mod.agreement_matrices(sweep.agreement)
-    if matrices:
+    # agreement: never between runs scored against different nugget sets
+    conflicts = sweep.nugget_set_conflicts
+    report.meta["nugget_sets"] = [c.notice() for c in conflicts.values()]
+    clashing = [r for r in sweep.agreement
+                if any(str(r.get(k, "")).startswith(tuple(conflicts)) for k in ("eval_a", "eval_b"))]
+    matrices = agreement_mod.agreement_matrices(sweep.agreement) if not clashing else []
+    if clashing:
+        report.skipped["agreement"] = (f"agreement.csv pairs nugget-based scores of runs that used different nugget "
+                                       f"sets ({report.meta['nugget_sets'][0]}); run python -m eval.pool "
+                                       f"sweep_dir={sweep.dir}")
+    elif matrices:
         report.tables["agreement"] = sweep.agreement
         figure("agreement", agreement_mod.plot(matrices))
     else:
@@ -234,7 +242,16 @@ def to_markdown(report: Report) -> str:
             lines += _md_table(report.tables["strategy_cost"]) + [""]
     if meta.get("strategy_comparison_md"):
         lines += ["## Strategy comparison: which differences are real", "", meta["strategy_comparison_md"]]
+    lines += nugget_set_lines(meta.get("nugget_sets") or [])
     return "\n".join(lines) + "\n"
+
+
+def nugget_set_lines(notices: Sequence[str]) -> list[str]:
+    """report.md's word on nugget-based scores: one line per judge whose runs used different nugget sets."""
+    if not notices:
+        return []
+    return ["## Nugget-based scores", "", "Runs are compared on a nugget-based metric only over topics scored "
+            "against the same nugget set; these differ:", "", *(f"- {n}" for n in notices), ""]
 
 
 def load_report(sweep_dir: str | Path) -> Report | None:

@@ -20,6 +20,12 @@ from typing import Any
 
 from rag.core.errors import DataError
 from rag.folders import RunFolder, read_json_file
+from rag.judge.nugget_sets import (
+    NuggetSetComparison,
+    cell_nugget_sets,
+    compare_nugget_sets,
+    record_nugget_sets,
+)
 from rag.records import AnswerRecord
 
 log = logging.getLogger(__name__)
@@ -240,6 +246,17 @@ class SweepData:
             if run in (group.get(kind) or ()):
                 return kind
         return ""
+
+    def nugget_set_conflicts(self) -> dict[str, NuggetSetComparison]:
+        """Nugget-based judges (metric prefix) whose runs scored some topic against different nugget sets
+        (`rag.judge.nugget_sets`): the report compares runs on their metrics only where this names none."""
+        sets = {run.name: cell_nugget_sets(run.metrics) or record_nugget_sets(run.records) for run in self.runs}
+        out = {}
+        for prefix in sorted({p for by_prefix in sets.values() for p in by_prefix}):
+            comparison = compare_nugget_sets(f"{prefix}*", {name: s.get(prefix) for name, s in sets.items()})
+            if not comparison.comparable:
+                out[prefix] = comparison
+        return out
 
     def latency_files(self) -> list[Path]:
         return sorted(self.dir.glob(LATENCY_GLOB)) + sorted((self.dir / "report").glob(LATENCY_GLOB))

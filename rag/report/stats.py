@@ -7,7 +7,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from rag.metrics.stats import too_few_units
+from rag.metrics.stats import NAN2, percentile_ci, too_few_units  # noqa: F401 - the report's shared helpers
 
 
 def bootstrap_means(matrix: np.ndarray, n_boot: int = 1000, seed: int = 0,

@@ -77,7 +77,7 @@ def test_answer_sentences_for_cited_and_marker_and_uncited_records():
     assert answer_sentences(marked) == [
         {"text": "First.", "citations": ["d2"], "passages": ["Beta text."]},
         {"text": "Second.", "citations": ["d1", "d2"], "passages": ["Alpha text.", "Beta text."]},
-        {"text": "Third.", "citations": [], "passages": []}]
+        {"text": "Third.", "citations": ["invalid:[9]"], "passages": [""]}]  # [9] of 2: supports nothing
     assert answer_sentences({"answer": "", "passages": passages}) == []
 
 

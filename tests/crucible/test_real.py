@@ -97,6 +97,7 @@ def test_ginger_sentences_cite_their_cluster_passages(runs):
 
 def test_crucible_metrics_on_real_records(runs, shared_cache, tmp_path):
     from eval.crucible_metrics import METRICS, CrucibleJudge
+    from eval.nuggets import AutoNuggetizer
     from rag.judge.base import EvalContext
     from rag.records import AnswerRecord
 
@@ -104,12 +105,13 @@ def test_crucible_metrics_on_real_records(runs, shared_cache, tmp_path):
     uncited = {**records[0], "id": "uncited", "answer": "Plain text without markers.", "sentences": None}
     uncited.pop("sentences")
     records.append(uncited)
-    ccfg = {"nuggets": {"window_size": 10, "max_nuggets": 6, "keep_top": 6, "nuggets_per_call": 10,
-                                        "max_passages": 2, "max_passage_chars": 1200,
-                                        "create_params": {"temperature": 0.0, "max_tokens": 160},
-                                        "label_params": {"temperature": 0.0, "max_tokens": 96}, "max_retries": 1}}
+    nuggetizer = AutoNuggetizer(window_size=10, max_nuggets=6, keep_top=6, nuggets_per_call=10, max_passages=2,
+                                max_passage_chars=1200, create_params={"temperature": 0.0, "max_tokens": 160},
+                                label_params={"temperature": 0.0, "max_tokens": 96}, max_retries=1)
     typed = [AnswerRecord.from_json(r) for r in records]
-    metrics = CrucibleJudge(**ccfg).evaluate(typed, runs["engine"], EvalContext(tmp_path, shared_cache))
+    # what rag.judge.run.evaluate_records hands a nugget judge: the run's one set, made once
+    ctx = EvalContext(tmp_path, shared_cache, nuggetizer.nugget_set(typed, runs["engine"], shared_cache), nuggetizer)
+    metrics = CrucibleJudge().evaluate(typed, runs["engine"], ctx)
     records = [r.to_json() for r in typed]
     scored = [r for r in records if not r["judges"]["crucible"].get("skipped")]
     assert scored, [r["judges"]["crucible"] for r in records]

@@ -43,7 +43,9 @@ def test_weak_labels_and_training_cache(tmp_path, capsys):
     # designer -> vital nugget; opening -> okay nugget; sky, Paris -> unmatched; bees -> vital nuggets
     assert labels == [1, 0, 0, 1, 0, 1]
     out = tmp_path / "model.joblib"
-    args = [str(run), "--out", str(out), "--cache-dir", str(tmp_path / "cache")]
+    evaluated = tmp_path / "questions.jsonl"  # the set the model will serve: other questions
+    evaluated.write_text(json.dumps({"id": "7", "question": "How tall is the Eiffel Tower?"}) + "\n")
+    args = [str(run), "--evaluated", str(evaluated), "--out", str(out), "--cache-dir", str(tmp_path / "cache")]
     assert main(args) == 0 and out.is_file()
     assert "6 nuggets (3 vital)" in capsys.readouterr().out
     out.unlink()
@@ -61,3 +63,24 @@ def test_unusable_runs_fail_with_one_clear_error(tmp_path):
     (other / "answers.jsonl").write_text(json.dumps({"id": "1", "steps": {}}) + "\n")
     with pytest.raises(DataError, match=r"answers.jsonl:1: no steps.bank"):
         run_examples(other)
+
+
+def test_training_data_overlapping_the_evaluated_set_is_refused_in_one_line(tmp_path, capsys):
+    """Issue 35: the weak labels are the judge's nuggets, so training on questions the ranker is then evaluated on is
+    insider knowledge. An evaluated run (answers.jsonl) or question file sharing a question, by its text under any
+    id, is refused in one line and no model is written."""
+    run = _run(tmp_path)
+    evaluated_run = tmp_path / "evaluated"
+    evaluated_run.mkdir()
+    (evaluated_run / "answers.jsonl").write_text(json.dumps({"id": "e1", "question": "How tall is it?"}) + "\n")
+    questions = tmp_path / "questions.jsonl"
+    questions.write_text(json.dumps({"id": "88", "question": "what about  HONEYBEES?"}) + "\n")
+    out = tmp_path / "model.joblib"
+    code = main([str(run), "--evaluated", str(evaluated_run), str(questions), "--out", str(out), "--cache-dir",
+                 str(tmp_path / "cache")])
+    err = capsys.readouterr().err.strip()
+    assert code == 2 and not out.exists() and "\n" not in err
+    assert err.startswith("error: training data shares 1 question(s) with the evaluated set (training ids 2 "
+                          "(evaluated as 88))")
+    with pytest.raises(SystemExit):  # the evaluated set must be named
+        main([str(run), "--out", str(out)])

@@ -64,12 +64,18 @@ SCRIPTED_LLM = {"_target_": "scripted.Engine"}
 
 
 def judge_root(*names: str, llm: dict[str, Any] | None = None, **overrides: Any) -> DictConfig:
-    """A root config {llm, judge: {llm: ${llm}, <name>: conf/judge/<name>.yaml ...}} as the pipeline composes it."""
+    """A root config {llm, judge: {llm: ${llm}, <name>: conf/judge/<name>.yaml ...}} as the pipeline composes it:
+    a judge YAML's defaults (the shared `nuggetizer` node of the nugget judges) are added beside it once, and
+    `overrides[<key>]` updates any node (`nuggetizer={...}` the shared one)."""
     judge: dict[str, Any] = {"llm": "${llm}", "report": True}
     for name in names:
         node = OmegaConf.to_container(OmegaConf.load(CONF / "judge" / f"{name}.yaml"))
-        node.update(overrides.get(name, {}))
+        for included in node.pop("defaults", []):
+            if included != "_self_" and included not in judge:
+                judge[included] = OmegaConf.to_container(OmegaConf.load(CONF / "judge" / f"{included}.yaml"))
         judge[name] = node
+    for key, values in overrides.items():
+        judge[key].update(values)
     return OmegaConf.create({"llm": llm or SCRIPTED_LLM, "judge": judge})
 
 

@@ -9,17 +9,21 @@ import math
 import re
 
 import pytest
-from evaltools import ScriptedEngine, prompt_text
+from evaltools import ScriptedEngine, factory_with, judge_root, prompt_text
 
 from eval.argue import (
     ArgueFlow,
     ArgueJudge,
     JudgedSentence,
+    answer_sentences,
     argue_scores,
     parse_yes_no,
     sentence_outcome,
 )
+from eval.nuggets import AutoNuggetizer
 from rag.judge.base import EvalContext
+from rag.judge.nugget_sets import nugget_set_hash
+from rag.judge.run import evaluate_records
 from rag.llm.base import Completion, LLMRequest
 from rag.records import AnswerRecord
 
@@ -122,11 +126,18 @@ def _record() -> AnswerRecord:
                                    "passages": PASSAGES, "hop": "single"})
 
 
+def _ctx(tmp_path, nugget_file, records) -> EvalContext:
+    """What `rag.judge.run.evaluate_records` hands a nugget judge: the run's one nugget set and its source."""
+    nuggetizer = AutoNuggetizer(nugget_file=str(nugget_file))
+    return EvalContext(tmp_path / "run", tmp_path / "cache", nuggetizer.nugget_set(records, None, tmp_path / "cache"),
+                       nuggetizer)
+
+
 def test_the_judge_end_to_end(nugget_file, tmp_path):
     engine = ScriptedEngine(_respond)
-    judge = ArgueJudge(nuggets={"nugget_file": str(nugget_file)})
+    judge = ArgueJudge()
     record = _record()
-    metrics = judge.evaluate([record], engine, EvalContext(tmp_path / "run", tmp_path / "cache"))
+    metrics = judge.evaluate([record], engine, _ctx(tmp_path, nugget_file, [record]))
     result = record.judges["argue"]
     verdicts = [s["verdict"] for s in result["sentences"]]
     assert verdicts == ["reward", "penalty", "reward", "penalty", "ignore", "ignore"]
@@ -166,9 +177,9 @@ def test_decisions_from_logprobs_and_unreadable_ones(nugget_file, tmp_path):
             return out
 
     engine = Probs(_respond)
-    judge = ArgueJudge(nuggets={"nugget_file": str(nugget_file)}, decisions="logprobs")
+    judge = ArgueJudge(decisions="logprobs")
     record = _record()
-    judge.evaluate([record], engine, EvalContext(tmp_path / "run", tmp_path / "cache"))
+    judge.evaluate([record], engine, _ctx(tmp_path, nugget_file, [record]))
     result = record.judges["argue"]
     # the four uncited sentences' negative checks are unreadable: each penalised and counted, never re-asked
     assert [s["verdict"] for s in result["sentences"]] == ["reward", "penalty", "penalty", "penalty", "penalty",
@@ -211,3 +222,116 @@ def test_metrics_match_auto_argues_published_rows(sentences, supported, nuggets,
     scores = argue_scores(judged, nuggets)
     assert {k: scores[k] for k in published} == pytest.approx(published, abs=1e-12)
     assert scores["citation_support"] == pytest.approx(supported / sentences)
+
+
+# -- a hand-worked example of ARGUE's published flow, through the judges -------------------------------------
+BRIDGE_PASSAGES = [
+    {"doc_IDs": ["d1"], "passage": "The Brooklyn Bridge opened to traffic in 1883."},
+    {"doc_IDs": ["d2"], "passage": "John A. Roebling designed the Brooklyn Bridge."},
+    {"doc_IDs": ["d3"], "passage": "When it opened, the Brooklyn Bridge was the longest suspension bridge in the world."},
+    {"doc_IDs": ["d4"], "passage": "New York City has many bridges across the East River."},
+    {"doc_IDs": ["d5"], "passage": "Washington Roebling oversaw the construction after his father's death."}]
+BRIDGE_NUGGETS = [{"text": "The bridge opened in 1883", "importance": "vital"},
+                  {"text": "John Roebling designed the bridge", "importance": "vital"},
+                  {"text": "It was the longest suspension bridge of its time", "importance": "okay"},
+                  {"text": "Pedestrians pay no toll", "importance": "okay"},
+                  {"text": "Washington Roebling oversaw the construction", "importance": "okay"}]
+BRIDGE_ANSWER = ("The Brooklyn Bridge opened in 1883 [1]. It was designed by John Roebling and was the longest "
+                 "suspension bridge of its time [2, 3]. It is painted red every year [4]. John Roebling also "
+                 "designed it [2, 7]. Pedestrians are not charged a toll. The bridge opened in 1883. It carries "
+                 "cars across the East River. In short, it is a landmark worth a visit.")
+#: (sentence start, cited passage start) pairs the judge model attests; every other citation it does not
+ATTESTED = {("The Brooklyn Bridge opened", "The Brooklyn Bridge opened"), ("It was designed", "John A. Roebling"),
+            ("It was designed", "When it opened"), ("John Roebling also", "John A. Roebling")}
+#: sentence start -> the nuggets it states (asked only where ARGUE's path needs it)
+STATES = {"The Brooklyn Bridge opened": [0], "It was designed": [1, 2], "John Roebling also": [1],
+          "Pedestrians are not": [3]}
+
+
+def _bridge_judge(request: LLMRequest) -> str:
+    text = prompt_text(request)
+    sentence = re.search(r"(?:Sentence|Answer): (.*)", text).group(1)
+    if "Does the document support" in text:
+        document = re.search(r"Document: (.*)", text).group(1)
+        return "YES" if any(sentence.startswith(s) and document.startswith(d) for s, d in ATTESTED) else "NO"
+    if "negative assertion" in text:
+        return "YES" if sentence.startswith("Pedestrians") else "NO"
+    if "back with a source" in text:
+        return "NO" if sentence.startswith("In short") else "YES"
+    if "for the first time" in text:
+        return "NO" if sentence.startswith("The bridge opened in 1883") else "YES"
+    nuggets = json.loads(re.search(r"Nuggets: (\[.*\])", text).group(1))
+    stated = next((ids for start, ids in STATES.items() if sentence.startswith(start)), [])
+    texts = [BRIDGE_NUGGETS[i]["text"] for i in stated]
+    return json.dumps({"labels": ["support" if n in texts else "not_support" for n in nuggets]})
+
+
+def test_hand_worked_example_of_argues_published_flow(tmp_path):
+    """ARGUE's flow as Mayfield et al. (SIGIR 2024) describe it and Auto-ARGUE's README restates it: a cited sentence
+    is penalised when any cited document does not support it, else rewarded once per nugget it answers (ignored
+    when none); an uncited negative assertion is rewarded when a nugget confirms it, else penalised; an uncited
+    claim that needs a citation is penalised the first time it is made and ignored when repeated; anything else
+    is ignored. Five passages [1]-[5], five nuggets n0-n4, eight sentences:
+
+    s1 "...opened in 1883 [1]"          [1] supports -> answers n0 -> reward, credits {n0}     (judged, correct)
+    s2 "...designed by ... [2, 3]"      [2] and [3] support -> answers n1, n2 -> reward {n1,n2} (judged, correct)
+    s3 "...painted red every year [4]"  [4] does not support -> penalty                        (judged)
+    s4 "...also designed it [2, 7]"     [2] supports, but [7] is beyond the 5 passages the answer had: an invalid
+                                        citation, which supports nothing -> penalty, no credit (judged)
+    s5 "Pedestrians are not charged..." uncited negative assertion, n3 confirms -> reward {n3} (judged, correct)
+    s6 "The bridge opened in 1883."     uncited claim needing a citation, made before (s1) -> ignored
+    s7 "It carries cars across..."      uncited claim needing a citation, first time -> penalty (judged)
+    s8 "In short, ..."                  needs no citation -> ignored
+
+    nugget recall      = |{n0, n1, n2, n3}| / |N| = 4 / 5 = 0.8 (n4 is never stated)
+    sentence precision = correct / judged = |{s1, s2, s5}| / |{s1, s2, s3, s4, s5, s7}| = 3 / 6 = 0.5
+    citation support   = supporting / all citations = (s1:1 + s2:2 + s3:0 + s4:1) / (1 + 2 + 1 + 2) = 4 / 6
+    F1                 = 2 * 0.8 * 0.5 / (0.8 + 0.5) = 8 / 13
+    Crucible's columns on the same credits (m = 8 sentences): density |{n0..n3}| / 8 = 0.5; novelty (s1, s2, s5
+    add a nugget no earlier sentence did) 3 / 8; relevant sentences (credited: s1, s2, s5) 3 / 8.
+
+    Were [7] dropped instead of counted, s4 would be a supported citation of [2] answering n1: precision 4 / 6 and
+    citation support 4 / 5. Auto-ARGUE's code (hltcoe/auto-argue) could not be fetched here; its visualiser's
+    published scores (argue-viz) are matched by `test_metrics_match_auto_argues_published_rows`.
+    """
+    nugget_file = tmp_path / "create.jsonl"
+    nugget_file.write_text(json.dumps({"qid": "b1", "query": "Tell me about the Brooklyn Bridge.",
+                                       "nuggets": BRIDGE_NUGGETS}) + "\n")
+    record = AnswerRecord.from_json({"id": "b1", "question": "Tell me about the Brooklyn Bridge.",
+                                     "answer": BRIDGE_ANSWER, "passages": BRIDGE_PASSAGES, "hop": "single"})
+    root = judge_root("argue", "crucible", nuggetizer={"nugget_file": str(nugget_file)})
+    engine = ScriptedEngine(_bridge_judge)
+    metrics = evaluate_records(root.judge, [record], tmp_path / "run", tmp_path / "cache", factory_with(engine, root))
+    argue = record.judges["argue"]
+    assert [s["verdict"] for s in argue["sentences"]] == ["reward", "reward", "penalty", "penalty", "reward",
+                                                           "ignore", "penalty", "ignore"]
+    assert [s["credited"] for s in argue["sentences"]] == [[0], [1, 2], [], [], [3], [], [], []]
+    assert argue["sentences"][3]["citations"] == ["d2", "invalid:[7]"] and argue["sentences"][3]["attested"] == [
+        True, False]
+    assert {k: argue[k] for k in ("nugget_recall", "sentence_precision", "citation_support", "f1")} == pytest.approx(
+        {"nugget_recall": 0.8, "sentence_precision": 0.5, "citation_support": 4 / 6, "f1": 8 / 13})
+    crucible = record.judges["crucible"]
+    assert {k: crucible[k] for k in ("nugget_recall", "nugget_density", "sentence_novelty", "relevant_sentences",
+                                     "citation_support")} == pytest.approx(
+        {"nugget_recall": 0.8, "nugget_density": 0.5, "sentence_novelty": 3 / 8, "relevant_sentences": 3 / 8,
+         "citation_support": 4 / 6})
+    # the invalid citation is never put to the model: 5 citation checks per judge, none for [7]
+    attests = [r for b in engine.batches for r in b if "Does the document support" in prompt_text(r)]
+    assert len(attests) == 10 and sum("John Roebling also" in prompt_text(r) for r in attests) == 2
+    # both judges scored against the one set they received, and say so
+    assert argue["nugget_set"] == crucible["nugget_set"] == nugget_set_hash(BRIDGE_NUGGETS)
+    assert metrics["argue/nugget_set"]["topics"] == metrics["crucible/nugget_set"]["topics"] == {
+        "b1": nugget_set_hash(BRIDGE_NUGGETS)}
+
+
+def test_a_marker_beyond_the_answers_passages_is_an_invalid_citation():
+    """`[7]` of 5 passages: a citation of nothing the answer had; it stays a citation (never silently dropped, which
+    would leave the sentence uncited or supported by its other citations)."""
+    sentences = answer_sentences({"answer": "Roebling designed it [2, 7]. It opened in 1883 [6].",
+                                  "passages": BRIDGE_PASSAGES})
+    assert sentences == [
+        {"text": "Roebling designed it.", "citations": ["d2", "invalid:[7]"],
+         "passages": [BRIDGE_PASSAGES[1]["passage"], ""]},
+        {"text": "It opened in 1883.", "citations": ["invalid:[6]"], "passages": [""]}]
+    judged = _s(["d2", "invalid:[7]"], [True, False], matched={1})  # what the flow records for it
+    assert sentence_outcome(judged).verdict == "penalty" and not sentence_outcome(judged).credited

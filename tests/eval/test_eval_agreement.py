@@ -123,8 +123,8 @@ def test_nugget_scores_are_the_reference_of_tau_ap_a():
     assert turned.tau_ap_b == pytest.approx(pair.tau_ap_b) == pytest.approx((1 / 3 + 0) / 2)
     judge_ref = pair_agreement(runs, "judge/j/c", "nuggets/vital_strict", n_boot=10, reference="judge")
     assert judge_ref.reference == "judge/j/c" and judge_ref.tau_ap_a == pytest.approx(0.0)
-    # human labels, where a run carries them, come before nugget scores
-    assert choose_reference("nuggets/all", "human/vital_strict") == "human/vital_strict"
+    # run folders carry no human labels: no name is taken for one (the human comparison is eval.meta's)
+    assert choose_reference("nuggets/all", "human/vital_strict") == "nuggets/all"
     assert choose_reference("judge/j/c", "scores/f1") == "scores/f1"  # neither: the column
 
 

@@ -83,8 +83,14 @@ def test_a_judge_on_the_pairs_through_the_pipeline_path(tmp_path):
     write(result, tmp_path / "meta")
     summary = (tmp_path / "meta" / "summary.md").read_text()
     assert "| judge/liverag/correctness | correctness | 3 | 0 |" in summary and "6 LLM calls" in summary
-    # faithfulness is 1 for every answer: no correlation, and the table says why
-    assert "| judge/liverag/faithfulness | overall | 3 | 0 | - | - | constant: every answer scored 1 |" in summary
+    # faithfulness judges an answer against its retrieved passages, which the pairs do not carry: undefined, not
+    # scored against nothing, and every row of it says so (issue 35)
+    assert all("faithfulness" not in result for result in judged.values())
+    assert all(r["no_passages"] == ["faithfulness"] for r in judged.values())
+    assert ("| judge/liverag/faithfulness | overall | 3 | 0 | - | - | undefined: judges the answer against its "
+            "retrieved passages, which these pairs do not carry |") in summary
+    assert all(r.reason.startswith("undefined:") for r in result.leaderboard
+               if r.evaluation == "judge/liverag/faithfulness")
     assert (tmp_path / "meta" / "deltas.png").read_bytes()[:4] == b"\x89PNG"
     assert len((tmp_path / "meta" / "judged.jsonl").read_text().splitlines()) == 6
 

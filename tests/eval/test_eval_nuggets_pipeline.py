@@ -29,9 +29,10 @@ def respond(request, n_nuggets: int = 25, bad_assign_for: str | None = None) -> 
     return json.dumps({"labels": [labels[int(s.rsplit(" ", 1)[1]) % 3] for s in shown]})
 
 
-def _cfg(**nuggets):
-    """conf/judge/nuggets.yaml with overrides, under a root whose `llm` is the scripted engine's."""
-    return judge_root("nuggets", nuggets=nuggets)
+def _cfg(**nuggetizer):
+    """conf/judge/nuggets.yaml (and the nuggetizer node it adds, with overrides), under a root whose `llm` is the
+    scripted engine's."""
+    return judge_root("nuggets", nuggetizer=nuggetizer)
 
 
 def test_creation_is_batched_over_topics_windows_and_limits():
@@ -79,7 +80,7 @@ def test_hook_scores_caches_and_writes_nuggetizer_files(tmp_path):
     assert rec["n_nuggets"] == 20 and rec["n_vital"] == 9 and rec["vital_strict"] == 1.0
     assign_rows = read_jsonl(tmp_path / "run1" / "nuggets" / "assign.jsonl")
     create_rows = read_jsonl(tmp_path / "run1" / "nuggets" / "create.jsonl")
-    assert set(create_rows[0]) == {"qid", "query", "nuggets"} and set(create_rows[0]["nuggets"][0]) == {
+    assert set(create_rows[0]) == {"qid", "query", "nuggets", "source"} and set(create_rows[0]["nuggets"][0]) == {
         "text", "importance"}
     assert {"qid", "query", "answer_text", "nuggets"} <= set(assign_rows[0])
     theirs = calculate_global_metrics(assign_rows)

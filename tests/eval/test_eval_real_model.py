@@ -49,7 +49,7 @@ def _overrides(name: str, values: dict, prefix: str = "") -> list[str]:
 
 
 SMALL_OVERRIDES = ["judge=[liverag,nuggets]", *_overrides("liverag", JUDGES["liverag"]),
-                   *_overrides("nuggets", NUGGETS)]
+                   *_overrides("nuggetizer", NUGGETS)]
 
 
 @pytest.fixture(scope="module")
@@ -110,12 +110,12 @@ def test_all_judges_with_real_model(engine, records, base):
 
 def test_nuggets_with_real_model(engine, records, base):
     recs = _copy(records)
-    root = judge_root("nuggets", llm=LLM, nuggets=NUGGETS)
+    root = judge_root("nuggets", llm=LLM, nuggetizer=NUGGETS)
     metrics = evaluate_records(root.judge, recs, base / "nug1", base, factory_with(engine, root, base))
     created = read_jsonl(base / "nug1" / "nuggets" / "create.jsonl")
     assert metrics["nuggets/create_failures"] == 2 - len(created)
     for row in created:
-        assert set(row) == {"qid", "query", "nuggets"} and 1 <= len(row["nuggets"]) <= 4
+        assert set(row) == {"qid", "query", "nuggets", "source"} and 1 <= len(row["nuggets"]) <= 4
         assert all(n["importance"] in (*IMPORTANCE, "failed") for n in row["nuggets"])
     scored = [r.judges["nuggets"] for r in recs if "vital_strict" in r.judges["nuggets"]]
     assert metrics["nuggets/n_scored"] == len(scored)

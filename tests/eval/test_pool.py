@@ -4,8 +4,10 @@ that nuggetizes a finished sweep and re-scores it. A scripted engine gives known
 
 from __future__ import annotations
 
+import csv
 import json
 import logging
+import math
 import os
 import re
 import subprocess
@@ -22,17 +24,20 @@ from omegaconf import OmegaConf
 from eval.agreement import NuggetSetMismatch, check_nugget_sets, load_run
 from eval.agreement import main as agreement_main
 from eval.main import rejudge
-from eval.nuggets import AutoNuggetizer, nugget_set_hash, topic_from_record
+from eval.nuggets import AutoNuggetizer, topic_from_record
 from eval.pool import NuggetPool, pool_sweep, pool_topics, record_passages, text_id
 from eval.summary import summarize
-from eval.umbrela import GradeItem, UmbrelaGrader, parse_final_score
+from eval.umbrela import GradeItem, UmbrelaGrader, build_grader, parse_final_score
 from rag.core.errors import DataError, MissingDataError
 from rag.core.io import atomic_write_jsonl, read_jsonl
+from rag.judge.nugget_sets import nugget_set_hash
 from rag.judge.run import evaluate_records
-from rag.llm.base import LLMEngine, LLMRequest
+from rag.llm.base import Completion, LLMEngine, LLMRequest
 from rag.llm.cache import ResponseCache
 from rag.llm.factory import EngineFactory
 from rag.records import AnswerRecord
+from rag.report.build import build_report
+from tests.cluster.helpers import offline_runs, read_wandb_run
 
 CONF = REPO / "conf"
 GRADE = re.compile(r"grade=(\d|x)")
@@ -59,11 +64,20 @@ def respond(request: LLMRequest) -> str:
     return json.dumps({"labels": ["support" if n.split()[-1] in answer else "not_support" for n in nuggets]})
 
 
+def respond_argue(request: LLMRequest) -> str:
+    """`respond`, and ARGUE's YES/NO checks: every citation supports, no sentence is a negative assertion, every
+    claim needs a citation and is made for the first time."""
+    text = prompt_text(request)
+    if "Reply with YES or NO only" in text:
+        return "NO" if "negative assertion" in text else "YES"
+    return respond(request)
+
+
 class PoolEngine(ScriptedEngine):
-    """The scripted model, buildable from YAML (`_target_: test_pool.PoolEngine`) for the command line test."""
+    """The scripted model, buildable from YAML (`_target_: test_pool.PoolEngine`) for the command line tests."""
 
     def __init__(self, model: str = "pool-scripted", cache: ResponseCache | None = None):
-        super().__init__(respond, cache=cache, model=model)
+        super().__init__(respond_argue, cache=cache, model=model)
 
 
 def asked(engine: ScriptedEngine, kind: str) -> list[LLMRequest]:
@@ -99,7 +113,14 @@ CELLS = [
 CORRECTNESS = [[2, 1, 0], [1, 1, 1], [0, -1, 1], [2, 2, 2]]
 
 
-def make_sweep(root: Path, cells: Sequence[dict] = tuple(CELLS), llm: dict | None = None) -> Path:
+def saved_config(llm: dict | None, judges: Sequence[str]) -> dict:
+    """A cell's config.json as the pipeline saves it (resolved): its llm and its judges (the shared nugget
+    settings node included)."""
+    return OmegaConf.to_container(judge_root(*judges, llm=llm or SCRIPTED_LLM), resolve=True)
+
+
+def make_sweep(root: Path, cells: Sequence[dict] = tuple(CELLS), llm: dict | None = None,
+               judges: Sequence[str] = ("nuggets",)) -> Path:
     sweep = root / "multirun" / "2026-01-02" / "03-04-05"
     for c, spec in enumerate(cells):
         cell = sweep / f"{c}_cell"
@@ -114,7 +135,7 @@ def make_sweep(root: Path, cells: Sequence[dict] = tuple(CELLS), llm: dict | Non
             rows.append(row)
         atomic_write_jsonl(cell / "answers.jsonl", rows)
         (cell / "metrics.json").write_text(json.dumps({"judge/liverag/correctness/all": sum(CORRECTNESS[c]) / 3}))
-        (cell / "config.json").write_text(json.dumps({"llm": llm or SCRIPTED_LLM}))
+        (cell / "config.json").write_text(json.dumps(saved_config(llm, judges)))
     return sweep
 
 
@@ -132,11 +153,11 @@ def holding(engine: LLMEngine) -> EngineFactory:
     return factory_with(engine, OmegaConf.create({"llm": SCRIPTED_LLM}))
 
 
-def judged_in_sweep(sweep: Path, cache: Path, engine: ScriptedEngine) -> None:
-    """What a sweep's cells do: each runs its own nugget judge (nuggets from its own top passages)."""
+def judged_in_sweep(sweep: Path, cache: Path, engine: ScriptedEngine, judges: str = "[nuggets]") -> None:
+    """What a sweep's cells do: each runs its own nugget-based judges (nuggets from its own top passages)."""
     for cell in sorted(p for p in sweep.iterdir() if p.is_dir()):
         with initialize_config_dir(config_dir=str(CONF), version_base="1.3"):
-            cfg = compose("eval", overrides=[f"run_dir={cell}", "judge=[nuggets]", f"cache_dir={cache}"])
+            cfg = compose("eval", overrides=[f"run_dir={cell}", f"judge={judges}", f"cache_dir={cache}"])
         rejudge(cfg, holding(engine))
 
 
@@ -187,6 +208,46 @@ def test_grades_in_one_batch_cached_per_pair(tmp_path):
     assert [len(b) for b in other.batches] == [4]  # grades are per model
 
 
+class LogprobGrader(ScriptedEngine):
+    """A real engine with log-probabilities: for a prompt ending in `##final score:` it returns the alternatives of
+    the first two tokens, most of the mass on the passage's `grade=N` (none of them a grade for `grade=x`), and
+    never writes the published reply (as Gemma 3 270M does not). For grade 1 the first token is a blank, the digit
+    next, as Gemma's tokenizer does it."""
+
+    supports_logprobs = True
+
+    def _generate(self, requests, desc):
+        self.batches.append(list(requests))
+        out = []
+        for r in requests:
+            text = prompt_text(r)
+            assert text.rstrip().endswith("##final score:") and r.params.top_logprobs == 20 and r.params.max_tokens == 2
+            grade = GRADE.search(re.search(r"Passage: (.*)", text).group(1)).group(1)
+            alts = {" The": math.log(0.6), "##": math.log(0.3)} if grade == "x" else \
+                {f" {grade}": math.log(0.5), " 0" if grade != "0" else " 1": math.log(0.2), "Rel": math.log(0.3)}
+            blank = {" ": math.log(0.7), "\n": math.log(0.2), " 0": math.log(0.1)}  # the digit comes after the space
+            out.append(Completion(text="", prompt_tokens=1, completion_tokens=2,
+                                  top_logprobs=[blank, alts] if grade == "1" else [alts, {" ": 0.0}]))
+        return out
+
+
+def test_umbrela_grades_from_log_probabilities_where_the_engine_has_them(tmp_path):
+    """umbrela.mode=auto (conf/umbrela/default.yaml): an engine with log-probabilities (the embedded llama.cpp
+    default) gets the logprobs prompt, one token each, the grade read over 0-3 from its alternatives; one without
+    them gets the published text reply; grades are cached per mode."""
+    items = [GradeItem("q0", "What about q0?", pid, passage(pid, GRADES[pid])) for pid in ("a1", "a2", "a3", "a5")]
+    grader = build_grader(OmegaConf.load(CONF / "umbrela" / "default.yaml"), tmp_path)
+    engine = LogprobGrader(respond)
+    grades = grader.grade(engine, items)
+    assert [g.grade for g in grades] == [3, 1, 0, None]  # a5: no grade among the alternatives, counted unreadable
+    assert [len(b) for b in engine.batches] == [4]  # one batch, no re-ask (the same prompt scores the same)
+    assert grader.resolved_mode(engine) == "logprobs" and grader.resolved_mode(ScriptedEngine(respond)) == "text"
+    again = LogprobGrader(respond)
+    assert [g.cached for g in grader.grade(again, items)] == [True, True, True, False]
+    text = ScriptedEngine(respond)  # no log-probabilities: the published reply, its own cache entries
+    assert [g.grade for g in grader.grade(text, items)] == [3, 1, 0, None] and len(text.batches[0]) == 4
+
+
 # -- pooling --------------------------------------------------------------------------------------------------
 def test_pool_dedupes_by_passage_id_best_rank_first_then_cell_order_within_depth():
     a = record("q0", ["p1", "p2", "p3"], {"p1": 1, "p2": 1, "p3": 1})
@@ -199,6 +260,33 @@ def test_pool_dedupes_by_passage_id_best_rank_first_then_cell_order_within_depth
     assert deeper.passages[0].cells == ["A", "B"]  # B has p1 at rank 3
     old = AnswerRecord.from_json({**a.to_json(), "context": []})  # an older record without passage ids
     assert [pid for _r, pid, _t in record_passages(old)] == [text_id(passage(p, 1)) for p in ("p1", "p2", "p3")]
+
+
+def test_evidence_is_read_in_rank_order_under_inverted_ordering(tmp_path):
+    """ordering=inverted (RAGtifier's setting) puts the best passage last in the prompt. With 12 passages given to
+    the generator, nugget creation (max_passages=10) reads ranks 1-10, not the prompt's first ten (ranks 12 to 3),
+    and the pool takes the 10 best-ranked with `best_rank` = their rank. The record is made the pipeline's way
+    (conf/ordering/inverted.yaml's class, `build_answer_record`) and read back from its answers.jsonl line."""
+    from hydra.utils import instantiate
+
+    from rag.records import GenerationResult, Passage, Question, ScoredPassage, build_answer_record
+
+    ranked = [ScoredPassage(Passage(f"p{r}", f"d{r}", f"p{r} is the passage ranked {r}."), 1.0 / r, r)
+              for r in range(1, 13)]
+    ordering = instantiate(OmegaConf.load(CONF / "ordering" / "inverted.yaml"))
+    prompt = ordering.order(ranked)
+    made = build_answer_record(Question("q0", "What about q0?"), ranked, ranked, prompt,
+                               GenerationResult("An answer.", "the prompt"), "simple", {})
+    record = AnswerRecord.from_json(json.loads(json.dumps(made.to_json())))
+    assert record.context[:2] == ["p12", "p11"]  # the prompt's order: worst first
+    assert topic_from_record(record, 10).passages == [f"p{r} is the passage ranked {r}." for r in range(1, 11)]
+    assert [(rank, pid) for rank, pid, _t in record_passages(record, 10)] == [(r, f"p{r}") for r in range(1, 11)]
+    [topic] = pool_topics([("A", [record])], depth=10)
+    assert [(p.passage_id, p.best_rank) for p in topic.passages] == [(f"p{r}", r) for r in range(1, 11)]
+    engine = ScriptedEngine(respond)
+    nuggets = AutoNuggetizer().nugget_set([record], engine, tmp_path)  # what every nugget judge receives
+    assert [n["text"] for n in nuggets.get("q0").nuggets] == [f"about p{r}" for r in range(1, 11)]
+    assert "p12 is" not in prompt_text(asked(engine, "create")[0])
 
 
 def test_gold_document_topics_use_the_gold_documents_ungraded(tmp_path):
@@ -256,7 +344,8 @@ def test_pool_files_and_hashes(tmp_path):
     assert [p["grade"] for p in q0] == [3, 2, 1, 0] and q0[0]["cells"] == ["0_cell", "1_cell", "3_cell"]
     assert q0[0]["text"] == passage("a1", 3)
     created = read_jsonl(tmp_path / "pooled_create.jsonl")
-    assert [r["qid"] for r in created] == ["q0", "q1"] and set(created[0]) == {"qid", "query", "nuggets"}
+    assert [r["qid"] for r in created] == ["q0", "q1"] and set(created[0]) == {"qid", "query", "nuggets", "source"}
+    assert created[0]["source"] == "pooled"  # castorini/nuggetizer's create shape, plus where the nuggets came from
     assert created[0]["nuggets"][0] == {"text": "about a1", "importance": "vital"}
     sets = json.loads((tmp_path / "pooled_sets.json").read_text())
     assert sets["topics"] == {r["qid"]: nugget_set_hash(r["nuggets"]) for r in created}
@@ -296,7 +385,7 @@ def test_sweep_refused_then_pooled_and_rescored_against_one_set(tmp_path, caplog
     for cell in cells_of(sweep):
         results = nugget_results(cell)
         assert {q: results[q]["nugget_set"] for q in ("q0", "q1")} == sets["topics"]  # one ruler for every cell
-        assert results["q0"]["source"] == "nugget_file"
+        assert results["q0"]["source"] == "pooled"
         assert results["q2"]["skip_reason"] == "not_in_nugget_file"
         assert [r["judges"]["liverag"]["correctness"] for r in read_jsonl(cell / "answers.jsonl")] == \
             CORRECTNESS[int(cell.name[0])]  # other judges' results are kept
@@ -355,6 +444,96 @@ def test_command_line_end_to_end(tmp_path):
     assert (sweep / "summary.md").is_file() and (sweep / "agreement.csv").is_file()
 
 
+# -- every nugget-based judge on one ruler, and a summary that ranks only on one ruler -------------------------
+ALL_JUDGES = ("nuggets", "argue", "crucible")
+PREFIXES = tuple(f"{j}/" for j in ALL_JUDGES)
+
+
+def _table_column(markdown: str, metric: str) -> list[str]:
+    """The cells of one metric's column in summary.md's cells table."""
+    lines = markdown.splitlines()
+    start = next(i for i, line in enumerate(lines) if line.startswith("| # |"))
+    header = [c.strip() for c in lines[start].strip("|").split("|")]
+    body = lines[start + 2:]
+    rows = body[:next((i for i, line in enumerate(body) if not line.startswith("| ")), len(body))]
+    index = header.index(metric)
+    return [[c.strip() for c in r.strip("|").split("|")][index] for r in rows]
+
+
+def test_every_nugget_judge_is_rescored_against_the_pooled_set_and_ranked_only_on_one_ruler(tmp_path):
+    """Issue 35: cells judged by nuggets, ARGUE and Crucible each made their nuggets from their own passages, so no
+    nugget-based metric is ranked: summary.md, best.csv and summary.json carry one line per metric naming the cells
+    and topics instead of a bold best. After `eval.pool`, every cell's metrics.json names one identical set per
+    judge and topic (the pooled one), and the best-cell marks come back."""
+    sweep, cache = make_sweep(tmp_path, CELLS[:3], judges=ALL_JUDGES), tmp_path / "cache"
+    engine = ScriptedEngine(respond_argue, cache=ResponseCache(cache / "llm"))
+    judged_in_sweep(sweep, cache, engine, "[nuggets,argue,crucible]")
+    own = [json.loads((c / "metrics.json").read_text()) for c in cells_of(sweep)]
+    for prefix in PREFIXES:  # each judge recorded its cell's own ruler
+        assert len({m[prefix + "nugget_set"]["topics"]["q0"] for m in own}) == 3
+        assert {m[prefix + "nugget_set"]["source"] for m in own} == {"passages"}
+
+    summary = summarize(sweep, wandb={"project": "rulers", "mode": "offline"}, n_boot=10)
+    assert summary.agreement_refused.split("/")[0] in ALL_JUDGES  # the agreement refuses for any nugget judge
+    logged = read_wandb_run(offline_runs(sweep)[0])["summary"]  # W&B: no best across rulers, the line instead
+    assert logged["not_ranked/argue/f1/all"] == summary.notice("argue/f1/all") and "best/argue/f1/all" not in logged
+    assert "best/judge/liverag/correctness/all" in logged
+    assert not [m for m in summary.best if m.startswith(PREFIXES)]
+    assert {m.split("/")[0] for m in summary.not_ranked} == set(ALL_JUDGES)
+    line = summary.notice("argue/f1/all")
+    assert "\n" not in line and line.startswith(
+        "argue/f1/all: not ranked; cells #0, #1, #2 scored topic(s) q0, q1, q2 against different nugget sets")
+    assert f"python -m eval.pool sweep_dir={sweep}" in line
+    markdown = (sweep / "summary.md").read_text()
+    assert f"- {line}" in markdown and f"| argue/f1/all | not ranked | | {line} |" in markdown
+    assert not any("**" in c for c in _table_column(markdown, "argue/f1/all"))  # no bold best across rulers
+    assert any("**" in c for c in _table_column(markdown, "judge/liverag/correctness/all"))  # other metrics rank
+    best = {r["metric"]: r for r in csv.DictReader((sweep / "best.csv").open())}
+    assert best["argue/f1/all"]["value"] == "" and best["argue/f1/all"]["note"].startswith("argue/f1/all: not ranked")
+    assert best["judge/liverag/correctness/all"]["note"] == ""
+    recorded = json.loads((sweep / "summary.json").read_text())["not_ranked"]["crucible/nugget_recall/all"]
+    assert recorded["topics"] == ["q0", "q1", "q2"] and recorded["cells"] == [c.name for c in cells_of(sweep)]
+    # the report: no agreement figure from a table that pairs different rulers (here an earlier, stale one)
+    (sweep / "agreement.csv").write_text("eval_a,eval_b,n_runs,n_topics,tau_b\njudge/liverag/correctness,argue/f1,3,3,0.5\n")
+    report = build_report(sweep, formats=("png",), n_boot=10)
+    assert "agreement" not in report.figures and "different nugget sets" in report.skipped["agreement"]
+    assert "- argue/*: not ranked; cells " in (sweep / "report" / "report.md").read_text()
+    (sweep / "agreement.csv").unlink()
+
+    outcome = pool_sweep(compose_pool(sweep, cache, "pool.depth=2"), holding(engine))
+    assert outcome.judges == list(ALL_JUDGES)  # the cells' own nugget-based judges, all of them
+    sets = json.loads((sweep / "nuggets" / "pooled_sets.json").read_text())
+    for cell in cells_of(sweep):
+        metrics = json.loads((cell / "metrics.json").read_text())
+        for prefix in PREFIXES:
+            entry = metrics[prefix + "nugget_set"]
+            assert (entry["topics"], entry["identity"], entry["source"]) == (sets["topics"], sets["nugget_set"],
+                                                                             "pooled")
+        rows = read_jsonl(cell / "answers.jsonl")
+        for judge in ALL_JUDGES:
+            assert {r["id"]: r["judges"][judge].get("nugget_set") for r in rows} == {**sets["topics"], "q2": None}
+    assert not outcome.summary.not_ranked
+    assert {"nuggets/vital_strict/all", "argue/f1/all", "crucible/nugget_recall/all"} <= set(outcome.summary.best)
+    assert "not ranked" not in (sweep / "summary.md").read_text()
+
+
+def test_a_sweep_that_pools_at_its_end_rescores_every_nugget_judge(tmp_path, monkeypatch):
+    """`hydra.callbacks.sweep_summary.pool=true`: when the multirun ends, `python -m eval.pool` runs on the sweep
+    (a child process, as on the machine that launched a SLURM sweep) and re-scores the cells' nugget judges."""
+    from eval.sweep_callback import SweepSummaryCallback
+
+    sweep = make_sweep(tmp_path, CELLS[:2], llm={"_target_": "test_pool.PoolEngine"}, judges=("nuggets", "argue"))
+    monkeypatch.setenv("PYTHONPATH", str(REPO / "tests" / "eval"))
+    callback = SweepSummaryCallback(wandb=False, bootstrap=10, pool=True,
+                                    pool_overrides=[f"cache_dir={tmp_path / 'c'}", "pool.depth=2"])
+    callback.on_multirun_end(OmegaConf.create({"hydra": {"sweep": {"dir": str(sweep)}}}))
+    sets = json.loads((sweep / "nuggets" / "pooled_sets.json").read_text())
+    for cell in cells_of(sweep):
+        metrics = json.loads((cell / "metrics.json").read_text())
+        assert metrics["nuggets/nugget_set"]["topics"] == metrics["argue/nugget_set"]["topics"] == sets["topics"]
+    assert (sweep / "summary.md").is_file() and (sweep / "report" / "report.md").is_file()
+
+
 # -- bad input ------------------------------------------------------------------------------------------------
 def test_no_complete_cell_is_one_line_without_traceback(tmp_path):
     sweep = make_sweep(tmp_path, CELLS[:2])
@@ -388,8 +567,8 @@ def test_no_topic_with_a_relevant_passage_stops_before_rescoring(tmp_path):
 @pytest.mark.slow
 def test_real_model_grades_and_creates_one_set_for_two_cells(tmp_path):
     """Gemma 3 270M (plain text, llama.cpp) on two cells that share their top passage of a topic and both have gold
-    documents for another: the pooled passage is graded once (a real reply is an integer 0-3 or counted as
-    unreadable; this base model tends to copy the format's placeholder), the gold topic's nuggets are made from its
+    documents for another: the pooled passage is graded once (umbrela mode auto: by log-probabilities on llama.cpp;
+    a grade is an integer 0-3 or counted as unreadable), the gold topic's nuggets are made from its
     gold documents, the files are written, and a second build asks the model nothing."""
     from rag.llm.llama_cpp import LlamaCppEngine
 

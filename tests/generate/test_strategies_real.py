@@ -102,7 +102,7 @@ def test_instructrag_real(engine, monkeypatch, tmp_path):
     assert log.calls == [("instructrag rationales", 2), ("instructrag answer", 2)]
     _check_common(results, items, 30)
     assert results[0].steps["demo_ids"] == results[1].steps["demo_ids"] == [pool[0].id]
-    cached = json.loads(next(Path(tmp_path, "instructrag").rglob("demos_*.json")).read_text())
+    cached = json.loads(next(Path(tmp_path, "instructrag").rglob("*.json")).read_text())
     assert [d["id"] for d in cached["demos"]] == [q.id for q in pool]
     assert all(d["rationale"] and "rationale_raw" in d for d in cached["demos"])
     for r, item in zip(results, items):

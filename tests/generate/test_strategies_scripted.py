@@ -228,7 +228,7 @@ def test_instructrag_demos_come_from_a_split_the_run_does_not_evaluate_and_are_c
     assert log.calls == [("instructrag rationales", 3), ("instructrag answer", 2)]
     assert first[0].steps["demo_ids"] == first[1].steps["demo_ids"] == pool[:2]
     assert "Question: What is A?" in first[1].final_prompt
-    cache_files = list((tmp_path / "cache" / "instructrag" / "scripted").glob("demos_*.json"))
+    cache_files = list((tmp_path / "cache" / "instructrag" / "scripted").rglob("*.json"))
     assert len(cache_files) == 1
 
     # a second run (fresh engine, no response cache) reads the rationales from disk: one batch only

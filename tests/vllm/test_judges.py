@@ -20,9 +20,9 @@ pytestmark = pytest.mark.vllm
 
 SMALL = ["judge=[liverag,nuggets]", "judge.liverag.max_passages=2", "judge.liverag.max_passage_chars=300",
          "judge.liverag.max_gold_chars=300", "judge.liverag.max_retries=1", "judge.liverag.params.max_tokens=48",
-         "judge.nuggets.max_nuggets=4", "judge.nuggets.max_passage_chars=400", "judge.nuggets.max_answer_chars=300",
-         "judge.nuggets.max_retries=1", "judge.nuggets.create_params.max_tokens=128",
-         "judge.nuggets.label_params.max_tokens=64"]
+         "judge.nuggetizer.max_nuggets=4", "judge.nuggetizer.max_passage_chars=400", "judge.nuggetizer.max_answer_chars=300",
+         "judge.nuggetizer.max_retries=1", "judge.nuggetizer.create_params.max_tokens=128",
+         "judge.nuggetizer.label_params.max_tokens=64"]
 
 
 def _records() -> list[AnswerRecord]:
