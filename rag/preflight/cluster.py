@@ -137,15 +137,16 @@ def reranker_engine(data: Mapping[str, Any]) -> EngineUse | None:
 
 
 def judge_engines(data: Mapping[str, Any]) -> list[EngineUse]:
-    """The engine of every composed judge (`judge.<name>.llm`), in config order."""
+    """The engine of every composed judge (`judge.<name>.llm`) and of the nugget maker the nugget-based judges
+    share (`judge.nuggetizer.llm`), in config order."""
     judge = data.get("judge")
     if not isinstance(judge, Mapping):
         return []
-    from rag.judge.run import SETTINGS
+    from rag.judge.run import NUGGETIZER, SETTINGS
 
     out = []
     for name, node in judge.items():
-        if name not in SETTINGS and isinstance(node, Mapping) and node.get("_target_"):
+        if (name not in SETTINGS or name == NUGGETIZER) and isinstance(node, Mapping) and node.get("_target_"):
             llm = _llm_node(node.get("llm")) or _llm_node(judge.get("llm"))
             if llm is not None:
                 out.append(EngineUse(f"judge.{name}.llm", llm))

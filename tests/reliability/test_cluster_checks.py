@@ -104,14 +104,14 @@ def test_token_limits_below_a_reasoning_models_floor_are_named(tmp_path):
     problems = _reasoning(["llm=openai_reasoning", "judge=[liverag,nuggets]"], tmp_path)
     settings = [p.split("=", 1)[0] for p in problems]
     assert settings == ["generator.max_tokens", "judge.liverag.params.max_tokens",
-                        "judge.nuggets.label_params.max_tokens"]  # create_params.max_tokens=1024 is enough
+                        "judge.nuggetizer.label_params.max_tokens"]  # create_params.max_tokens=1024 is enough
     assert problems[0].endswith("raise generator.max_tokens to at least 1024")
     raised = ["llm=openai_reasoning", "judge=[liverag]", "generator.max_tokens=1024",
               "judge.liverag.params.max_tokens=1100"]
     assert _reasoning(raised, tmp_path) == []
-    logprobs = _reasoning([*raised, "judge=[liverag,nuggets]", "judge.nuggets.label_params.max_tokens=2000",
-                           "judge.nuggets.assignment=logprobs"], tmp_path)
-    assert logprobs == ["judge.nuggets.assignment=logprobs reads log-probabilities, which judge.nuggets.llm "
+    logprobs = _reasoning([*raised, "judge=[liverag,nuggets]", "judge.nuggetizer.label_params.max_tokens=2000",
+                           "judge.nuggetizer.assignment=logprobs"], tmp_path)
+    assert logprobs == ["judge.nuggetizer.assignment=logprobs reads log-probabilities, which judge.nuggetizer.llm "
                         "(gpt-5.4-mini) refuses (refused_params); use the text mode or another engine"]
     assert _reasoning(["judge=[liverag]"], tmp_path) == []  # llama.cpp declares no floor
 
