@@ -7,6 +7,7 @@ latency against corpus size and k (single index vs shards), and IVF recall again
     python benchmarks/index_bench.py latency-bm25 --sizes ...  # query latency again on the builds left in --work
     python benchmarks/index_bench.py vocab                     # the BM25 merge's vocabulary step at FineWeb-10BT's size
     python benchmarks/index_bench.py ivf-merge --sizes 1000000   # IVF-PQ units added and merged on disk, at scale
+    python benchmarks/index_bench.py serial                    # the serial work before any shard: plan and IVF sample
 
 Every build is `python -m rag.index` in its own process under `/usr/bin/time` (wall seconds, peak RSS). One
 process: `index.num_shards=1`. N shards: a multirun `index.shard=range(0,N)` through `hydra/launcher=slurm` when a
@@ -32,6 +33,11 @@ passages; the quantizer is trained on `index.ann.train_size` of them with rag.in
 of `index.part_docs` vectors is added to a copy (what a shard task does after encoding), then rag.index's own
 on-disk merge (`DenseBuilder.merge_ondisk`) runs in a child process under /usr/bin/time, and the merged index is
 searched memory-mapped at `nprobe` as the sharded searcher opens it.
+
+`serial` times the work one process does before any shard task may start, on the shared FineWeb sample as JSONL
+(gzip) and as parquet (FineWeb-10BT's shape): the plan (every file's SHA-256 and document count, rag.index's own
+`BuildFolder.plan`) and an IVF build's uniform training sample (`DenseBuilder.training_passages`: one pass that
+chunks every document), per document and per MB, for the FineWeb-10BT projection in docs/benchmarks.md.
 """
 
 from __future__ import annotations
@@ -476,6 +482,47 @@ def ivf_merge(work: Path, size: int, dim: int, ann: dict, part_docs: int, querie
     return row
 
 
+def serial(work: Path, train_size: int) -> dict:
+    """The plan and the IVF training sample of rag.index, timed on the FineWeb sample as jsonl.gz and as parquet."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+    from hydra import compose, initialize_config_dir
+
+    from rag.index.main import build_folder, make_backend
+
+    if work.exists():
+        shutil.rmtree(work)
+    work.mkdir(parents=True)
+    with gzip.open(FINEWEB, "rt", encoding="utf-8") as handle:
+        docs = [json.loads(line) for line in handle]
+    parquet = work / "fineweb" / "000_00000.parquet"
+    parquet.parent.mkdir(parents=True)
+    pq.write_table(pa.table({"id": [d["doc_id"] for d in docs], "text": [d["text"] for d in docs]}), parquet,
+                   row_group_size=1000)
+    rows = []
+    for corpus in (FINEWEB, parquet):
+        with initialize_config_dir(config_dir=str(ROOT / "conf"), version_base="1.3"):
+            cfg = compose(config_name="index", overrides=[
+                f"corpus={corpus}", f"paths.cache_dir={work / 'cache' / corpus.suffix.strip('.')}",
+                "retriever=dense", "index.ann.type=ivf", f"index.ann.train_size={train_size}", "index.progress=false"])
+        backend = make_backend(cfg)
+        folder = build_folder(cfg, backend)
+        load = load_average()
+        start = time.perf_counter()
+        plan = folder.plan()
+        planned = time.perf_counter()
+        sample = backend.training_passages(folder, plan)
+        sampled = time.perf_counter()
+        mb = corpus.stat().st_size / 1e6
+        rows.append({"corpus": corpus.name, "documents": plan.documents, "file_mb": round(mb, 1),
+                     "sample": len(sample), "plan_s": round(planned - start, 2), "sample_s": round(sampled - planned, 2),
+                     "plan_s_per_mb": round((planned - start) / mb, 4),
+                     "sample_us_per_doc": round((sampled - planned) / plan.documents * 1e6, 1),
+                     "load_before": load, "load_after": load_average()})
+        print(rows[-1], flush=True)
+    return {"rows": rows}
+
+
 def index_config() -> dict:
     """rag.index's defaults (conf/index.yaml's `index` node)."""
     from omegaconf import OmegaConf
@@ -486,7 +533,8 @@ def index_config() -> dict:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("what", choices=["bm25", "dense", "recall", "latency-bm25", "latency-dense", "vocab",
-                                         "vocab-merge", "ivf-merge", "ivf-merge-child"])
+                                         "vocab-merge", "ivf-merge", "ivf-merge-child", "serial"])
+    parser.add_argument("--train-size", type=int, default=400_000, help="serial: index.ann.train_size")
     parser.add_argument("--sizes", default="30000,100000,300000,1000000")
     parser.add_argument("--size", type=int, default=28082)
     parser.add_argument("--shards", type=int, default=4)
@@ -509,6 +557,8 @@ def main() -> None:
     header = {"machine": machine(), "slurm": slurm_up(), "argv": sys.argv, "started": time.strftime("%F %T")}
     if args.what == "recall":
         result = {**header, **recall(args.size, work, args.queries)}
+    elif args.what == "serial":
+        result = {**header, **serial(work, args.train_size)}
     elif args.what == "ivf-merge":
         ann = {**index_config()["ann"], "type": args.ann}
         rows = [ivf_merge(work, int(n), args.dim, ann, part_docs, args.queries) for n in args.sizes.split(",")]

@@ -2,7 +2,7 @@
 
 `index.ann.type=flat` (the default, and the choice for small corpora) keeps every vector: search is exact, and a
 sharded search returns the ranked list of one flat index. For large corpora `ivf` / `ivfpq` train one coarse
-quantizer (and PQ codebooks) on a seeded sample of the corpus, once, under the plan's lock, before any shard
+quantizer (and PQ codebooks) on a seeded uniform sample of the corpus's passages, once, under the plan's lock, before any shard
 adds to it; each shard task adds its vectors to a copy of that trained index (GPU array tasks encode, CPUs
 add), and the merge either stitches the units' inverted lists into one on-disk index (faiss's
 `merge_ondisk`, memory-mapped, `index.ann.merge=ondisk`) or leaves them to be searched as units. Both probe
@@ -30,6 +30,29 @@ from rag.retrieve.shards import ANN_TYPES, IVF, IVF_DATA, PIDS, VECTORS, StringT
 log = logging.getLogger(__name__)
 
 TRAINED = "trained.faiss"
+
+
+def reservoir_sample(items: Iterator[Any], size: int, seed: int) -> tuple[list[Any], int]:
+    """A uniform sample of `size` items without replacement from a stream of unknown length, in one pass, with
+    Li's Algorithm L (ACM TOMS 1994: skips drawn from the geometric distribution, so about size * log(n / size)
+    random draws instead of one per item); returns (the sample, how many items the stream had). Seeded: the same
+    stream and seed give the same sample."""
+    rng = np.random.default_rng(seed)
+    reservoir: list[Any] = []
+    seen = 0
+    weight = next_index = 0.0
+    for item in items:
+        if seen < size:
+            reservoir.append(item)
+            if seen == size - 1:  # the reservoir is full: draw the first skip
+                weight = float(np.exp(np.log(rng.random()) / size))
+                next_index = seen + np.floor(np.log(rng.random()) / np.log1p(-weight)) + 1
+        elif seen == next_index:
+            reservoir[int(rng.integers(size))] = item
+            weight *= float(np.exp(np.log(rng.random()) / size))
+            next_index = seen + np.floor(np.log(rng.random()) / np.log1p(-weight)) + 1
+        seen += 1
+    return reservoir, seen
 
 
 def factory_string(ann: dict[str, Any]) -> str:
@@ -77,9 +100,25 @@ class DenseBuilder:
     def factory(self) -> str:
         return factory_string(self.ann)
 
+    def training_passages(self, folder: BuildFolder, plan: Any) -> list[str]:
+        """`train_size` passages drawn uniformly from every passage of the corpus (one serial pass, seeded): a long
+        document weighs by its passages, and the sample reaches the end of the corpus as much as its start."""
+        files, kinds = folder.files(), folder.corpus.kinds
+
+        def texts() -> Iterator[str]:
+            for doc in folder.documents(0, plan.documents):
+                found, _ = passages_of([doc], files, kinds, folder.corpus.chunk_words, folder.corpus.overlap_words,
+                                       "skip")
+                for item in found:
+                    yield item.passage.text
+
+        sample, seen = reservoir_sample(texts(), int(self.ann["train_size"]), int(self.ann.get("seed", 0)))
+        log.info("IVF training sample: %d of the corpus's %d passages, uniformly drawn", len(sample), seen)
+        return sample
+
     def prepare(self, folder: BuildFolder, plan: Any) -> None:
-        """IVF: train the coarse quantizer (and PQ codebooks) once, on the passages of a seeded sample of documents
-        (`train_size` passages at most, in corpus order)."""
+        """IVF: train the coarse quantizer (and PQ codebooks) once, on `train_size` passages drawn uniformly from the
+        whole corpus (`training_passages`)."""
         if not self.is_ivf:
             return
         target = folder.dir / TRAIN / TRAINED
@@ -87,16 +126,7 @@ class DenseBuilder:
             return
         import faiss
 
-        size = int(self.ann["train_size"])
-        rng = np.random.default_rng(int(self.ann.get("seed", 0)))
-        chosen = np.sort(rng.choice(plan.documents, size=min(size, plan.documents), replace=False))
-        wanted, texts = set(int(i) for i in chosen), []
-        files, kinds = folder.files(), folder.corpus.kinds
-        for position, doc in enumerate(folder.documents(0, plan.documents)):
-            if position in wanted and len(texts) < size:
-                found, _ = passages_of([doc], files, kinds, folder.corpus.chunk_words, folder.corpus.overlap_words,
-                                       "skip")
-                texts += [item.passage.text for item in found][: size - len(texts)]
+        texts = self.training_passages(folder, plan)
         nlist = int(self.ann["nlist"])
         need = max(nlist, 2 ** int(self.ann.get("pq_nbits") or 8) if self.ann["type"] == "ivfpq" else 0)
         if len(texts) < need:
