@@ -390,9 +390,9 @@ def _marked(summary: SweepSummary, metric: str, cell: str, text: str) -> str:
     against a baseline; the best value in bold where the column was not tested."""
     from eval.significance import mark
 
-    how = mark(summary.significance, metric, cell)
-    if not text:
+    if not text or metric in summary.not_ranked:  # cells scored against different nugget sets: no mark at all
         return text
+    how = mark(summary.significance, metric, cell)
     if how is None:
         best = summary.best.get(metric)
         return f"**{text}**" if best and cell in best.cells else text

@@ -247,6 +247,7 @@ class SweepData:
                 return kind
         return ""
 
+    @cached_property
     def nugget_set_conflicts(self) -> dict[str, NuggetSetComparison]:
         """Nugget-based judges (metric prefix) whose runs scored some topic against different nugget sets
         (`rag.judge.nugget_sets`): the report compares runs on their metrics only where this names none."""
