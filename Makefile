@@ -54,8 +54,9 @@ $(STAMP): setup.cfg constraints/cpu.txt Makefile
 demo: setup
 	$(BIN)/python -m rag.main experiment=demo
 
+# the suite as two concurrent pytest sessions (tests/docs, the rest): tests/halves.py says why
 test: setup
-	$(BIN)/python -m pytest -q --timeout=1800
+	$(BIN)/python -m tests.halves -q --timeout=1800
 
 test-fast: setup
 	$(BIN)/python -m pytest -q -m "not slow and not slurm"

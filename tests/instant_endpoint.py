@@ -31,15 +31,17 @@ from typing import Any
 REPLY_WORDS = 12
 
 
-def schema_instance(schema: dict[str, Any], salt: str = "x", defs: dict[str, Any] | None = None) -> Any:
-    """The smallest value `schema` accepts (deterministic); free strings carry `salt` (a digest of the prompt), so
-    different prompts get different texts (a pipeline that drops duplicates keeps them)."""
+def schema_instance(schema: dict[str, Any], salt: str = "x", defs: dict[str, Any] | None = None,
+                    sentences: tuple[str, ...] = ()) -> Any:
+    """The smallest value `schema` accepts (deterministic). A free string is a sentence of the prompt picked by
+    `salt` (so answers, nuggets and questions are text the prompt holds, and different prompts get different
+    ones), else `instant <salt>`."""
     defs = defs if defs is not None else {**schema.get("$defs", {}), **schema.get("definitions", {})}
     if "$ref" in schema:
-        return schema_instance(defs[schema["$ref"].rsplit("/", 1)[-1]], salt, defs)
+        return schema_instance(defs[schema["$ref"].rsplit("/", 1)[-1]], salt, defs, sentences)
     for key in ("anyOf", "oneOf", "allOf"):
         if key in schema:
-            return schema_instance(schema[key][0], salt, defs)
+            return schema_instance(schema[key][0], salt, defs, sentences)
     if "const" in schema:
         return schema["const"]
     if "enum" in schema:
@@ -49,11 +51,11 @@ def schema_instance(schema: dict[str, Any], salt: str = "x", defs: dict[str, Any
         kind = next((k for k in kind if k != "null"), "null")
     if kind == "object" or "properties" in schema:
         props = schema.get("properties", {})
-        return {name: schema_instance(props.get(name, {}), f"{salt} {name}", defs)
+        return {name: schema_instance(props.get(name, {}), f"{salt} {name}", defs, sentences)
                 for name in schema.get("required", list(props))}
     if kind == "array":
         count = max(1, int(schema.get("minItems", 1)))
-        return [schema_instance(schema.get("items", {}), f"{salt} {i}", defs) for i in range(count)]
+        return [schema_instance(schema.get("items", {}), f"{salt} {i}", defs, sentences) for i in range(count)]
     if kind == "integer":
         return int(schema.get("minimum", 0))
     if kind == "number":
@@ -62,7 +64,8 @@ def schema_instance(schema: dict[str, Any], salt: str = "x", defs: dict[str, Any
         return True
     if kind == "null":
         return None
-    text = f"instant {salt}"
+    pick = int(hashlib.sha256(salt.encode()).hexdigest()[:8], 16)
+    text = sentences[pick % len(sentences)] if sentences else f"instant {salt}"
     low, high = int(schema.get("minLength", 0)), schema.get("maxLength")
     text = text.ljust(low, "x")
     return text[: int(high)] if high is not None else text
@@ -74,11 +77,22 @@ def prompt_text(body: dict[str, Any]) -> str:
     return "\n".join(str(m.get("content", "")) for m in body.get("messages", []))
 
 
+def prompt_sentences(prompt: str) -> tuple[str, ...]:
+    """Sentences of 5 to 30 words in the prompt (its passages, mostly), in order."""
+    import re
+
+    found = [" ".join(s.split()) for s in re.split(r"(?<=[.!?])\s+|\n+", prompt)]
+    return tuple(s for s in found if 5 <= len(s.split()) <= 30)
+
+
 def text_reply(prompt: str) -> str:
-    """A short reply from the prompt's last non-empty line (a question, mostly): never empty."""
-    lines = [line.strip() for line in prompt.splitlines() if line.strip()]
-    words = (lines[-1] if lines else "answer").replace("Question:", "").split()[:REPLY_WORDS]
-    return "Final answer: " + (" ".join(words) or "answer")
+    """A short reply from the prompt's last question line (else its last line of three words or more, never a bare
+    label such as `Answer:`, which a strategy's parser would strip to nothing): never empty."""
+    lines = [line.replace("Question:", "").strip() for line in prompt.splitlines()]
+    lines = [line for line in lines if len(line.split()) >= 3 and not line.endswith(":")]
+    questions = [line for line in lines if "?" in line]
+    words = (questions or lines or ["answer"])[-1].split()[:REPLY_WORDS]
+    return "Final answer: " + " ".join(words)
 
 
 class InstantEndpoint:
@@ -110,7 +124,8 @@ class InstantEndpoint:
         else:
             schema = ((body.get("response_format") or {}).get("json_schema") or {}).get("schema")
             salt = hashlib.sha256(prompt.encode()).hexdigest()[:8]
-            text = json.dumps(schema_instance(schema, salt)) if schema else text_reply(prompt)
+            text = json.dumps(schema_instance(schema, salt, sentences=prompt_sentences(prompt))) if schema \
+                else text_reply(prompt)
             finish, spent = "stop", len(text.split()) + self.reasoning_tokens
         usage = {"prompt_tokens": prompt_tokens, "completion_tokens": spent,
                  "total_tokens": prompt_tokens + spent,

@@ -81,6 +81,7 @@ def write_ir_datasets_module(folder: Path, c: Collection, module: str, dataset_i
     (folder / "qrels.txt").write_text(trec_qrels_text(c.qrels))
     (folder / f"{module}.py").write_text(
         "import ir_datasets\n"
+        f"ir_datasets.registry._registered.pop({dataset_id!r}, None)  # stands in for ir_datasets' own entry\n"
         f"ir_datasets.registry.register({dataset_id!r}, ir_datasets.create_dataset(\n"
         f"    docs_tsv={str(folder / 'docs.tsv')!r}, queries_tsv={str(folder / 'queries.tsv')!r},\n"
         f"    qrels_trec={str(folder / 'qrels.txt')!r}))\n")

@@ -131,7 +131,7 @@ def test_an_unjudged_trec_topic_is_answered_and_judged_by_the_nugget_judge(data_
     (folder / "topics.jsonl").write_text(json.dumps({"id": "4", "title": collection.queries[3]["text"]}) + "\n")
     cfg = compose_config([f"paths.cache_dir={shared_cache}", "dataset=trec", f"dataset.path={folder}",
                           "generator=simple", "generator.max_tokens=32", "llm=gemma3_270m", "judge=[nuggets]",
-                          "judge.nuggets.max_nuggets=6", "judge.nuggets.keep_top=4", "logger=none",
+                          "judge.nuggetizer.max_nuggets=6", "judge.nuggetizer.keep_top=4", "logger=none",
                           "retriever.k=5", "rerank.k=3"])
     metrics = run(cfg, tmp_path / "run")
     record = RunFolder(tmp_path / "run").records()[0]

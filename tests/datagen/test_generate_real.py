@@ -32,14 +32,17 @@ SMALL_MODEL = ["llm=gemma3_270m", "generation.candidates_per_pair=3", "generatio
                "documents.max_prompt_words=120", "filters.support.min_overlap=0.5",
                "filters.length.question_words=[3,40]"]
 
+#: pairs asked for: one batch of three journalled before the kill, at least one made after it
+N = 4
+
 
 def _slot_rows(out):
     return [r for r in read_jsonl_tolerant(out / JOURNAL_FILE) if r.get("type") == "slot"]
 
 
-def test_six_pairs_survive_a_kill_and_the_pipeline_runs_on_them(data_dir, shared_cache, tmp_path):
+def test_four_pairs_survive_a_kill_and_the_pipeline_runs_on_them(data_dir, shared_cache, tmp_path):
     out = tmp_path / "generated"
-    overrides = [f"corpus={FINEWEB}", "n=6", "categories=liverag", f"out={out}", f"paths.cache_dir={shared_cache}",
+    overrides = [f"corpus={FINEWEB}", f"n={N}", "categories=liverag", f"out={out}", f"paths.cache_dir={shared_cache}",
                  *SMALL_MODEL]
     # a first process is killed (SIGKILL) as soon as it has journalled its first finished pair slots
     log = (tmp_path / "first.log").open("w")
@@ -60,19 +63,19 @@ def test_six_pairs_survive_a_kill_and_the_pipeline_runs_on_them(data_dir, shared
     report = generate(compose_datagen(overrides))
     after = _slot_rows(out)
     assert after[: len(before)] == before  # the journalled slots were kept, not regenerated
-    assert report["obtained_pairs"] == 6 and report["requested_pairs"] == 6
-    assert report["single_doc_pairs"] + report["multi_doc_pairs"] == 6
+    assert report["obtained_pairs"] == N and report["requested_pairs"] == N
+    assert report["single_doc_pairs"] + report["multi_doc_pairs"] == N
     assert set(report["filters"]) == {"phrasing", "length", "support", "near_duplicate", "answerable",
                                       "closed_book"}
-    assert all(f["checked"] >= 6 for f in report["filters"].values())
-    assert report["candidates"] >= 6 and report["candidates_per_kept_pair"] >= 1
+    assert all(f["checked"] >= N for f in report["filters"].values())
+    assert report["candidates"] >= N and report["candidates_per_kept_pair"] >= 1
     column = report["categorizations"]["question_multi-doc"]
-    assert sum(c["count"] for c in column["categories"].values()) == 6 and column["chi_square"]["n"] == 6
+    assert sum(c["count"] for c in column["categories"].values()) == N and column["chi_square"]["n"] == N
     assert json.loads((out / "report.json").read_text()) == report
     assert "| answerable |" in (out / "report.md").read_text()
 
     questions = DataMorganaQA(str(QA_FILE), str(out)).load()
-    assert len(questions) == 6
+    assert len(questions) == N
     with gzip.open(out / CORPUS_FILE, "rt") as handle:
         corpus_ids = {json.loads(line)["doc_id"] for line in handle}
     for q in questions:

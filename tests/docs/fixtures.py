@@ -217,6 +217,26 @@ def judged_cell_b(store: Any) -> Path:
     return _cell(judged_sweep(store), 1)
 
 
+def _run_link(store: Any, name: str, number: int) -> Path:
+    """A judged cell under a plain folder name: a sweep cell's name holds commas, which a Hydra sweep list
+    (`run_dir=A,B`) would split; a single run's folder (outputs/runs/<date>/<time>) has none."""
+    link = store.base / "inputs" / "runs" / name
+    if not link.exists():
+        link.parent.mkdir(parents=True, exist_ok=True)
+        link.symlink_to(_cell(judged_sweep(store), number), target_is_directory=True)
+    return link
+
+
+@once
+def run_a(store: Any) -> Path:
+    return _run_link(store, "run_a", 0)
+
+
+@once
+def run_b(store: Any) -> Path:
+    return _run_link(store, "run_b", 1)
+
+
 def liverag_dev_file(store: Any) -> Path:
     """The LiveRAG dev questions (DataMorgana TSV) of the shared data."""
     return DATA_DIR / "liverag_dm" / "dev_qa.tsv"
@@ -268,5 +288,5 @@ def close_services() -> None:
 
 FIXTURES: dict[str, Callable[[Any], Any]] = {
     f.__name__: f for f in (question_file, corpus_small, parquet_slice, nugget_assessments, qrels_files,
-                            judged_sweep, judged_cell, judged_cell_b, crucible_runs, latency_file, checkout, liverag_dev_file,
+                            judged_sweep, judged_cell, judged_cell_b, run_a, run_b, crucible_runs, latency_file, checkout, liverag_dev_file,
                             opensearch, pinecone, beir_folder, trec_folder, ir_datasets_local)}

@@ -24,7 +24,8 @@ from pathlib import Path
 
 #: imported once by the fork server; children fork from it (none of these runs anything at import)
 PRELOAD = ["numpy", "scipy", "torch", "transformers", "sentence_transformers", "hydra", "omegaconf", "bm25s",
-           "faiss", "llama_cpp", "matplotlib", "pydantic", "openai", "submitit", "sklearn", "pyarrow"]
+           "faiss", "llama_cpp", "matplotlib", "matplotlib.pyplot", "pydantic", "openai", "submitit", "sklearn",
+           "pyarrow", "pandas", "statsmodels.stats.multitest", "scipy.stats", "wandb"]
 
 _CONTEXT: multiprocessing.context.BaseContext | None = None
 
@@ -65,7 +66,9 @@ def _run_module(module: str, args: list[str], cwd: str, env: dict[str, str], out
             os.close(handle)
         sys.stdout = open(1, "w", buffering=1, closefd=False)  # noqa: SIM115 - the process's own stdout
         sys.stderr = open(2, "w", buffering=1, closefd=False)  # noqa: SIM115
-        sys.path[0] = cwd  # what `python -m` puts first
+        sys.path[0] = cwd  # what `python -m` puts first, then the PYTHONPATH a fresh interpreter would read
+        sys.path[1:1] = [entry for entry in env.get("PYTHONPATH", "").split(os.pathsep)
+                         if entry and entry not in sys.path]
         sys.argv = [module, *args]
         runpy.run_module(module, run_name="__main__", alter_sys=True)
     except SystemExit as exit_:

@@ -59,13 +59,21 @@ class Store:
                 return self.ran[doc]
             home = self.base / re.sub(r"[^\w.-]+", "_", doc)[:80]
             home.mkdir(parents=True, exist_ok=True)
+            if getattr(row, "venv", "main") == "vllm":  # one cluster: the served models' endpoint files are shared
+                served = home / "outputs" / "served"
+                served.parent.mkdir(exist_ok=True)
+                (self.base / "served").mkdir(exist_ok=True)
+                if not served.exists():
+                    served.symlink_to(self.base / "served", target_is_directory=True)
             command = doc
             inputs: dict[str, Path] = {}
+            fields = {"tiny_bge": str(self.tiny_bge), "local_conf": str(LOCAL_CONF), "tmp": str(home),
+                      "repo_root": str(ROOT)}
             for text, template in row.fills.items():  # a template names other rows' folders: "{demo_run}/x"
                 names = [name for _, name, _, _ in string.Formatter().parse(template) if name]
-                inputs.update({name: self.folder(name) for name in names})
-                command = command.replace(text, template.format(**{n: str(inputs[n]) for n in names}))
-            fields = {"tiny_bge": str(self.tiny_bge), "local_conf": str(LOCAL_CONF), "tmp": str(home)}
+                inputs.update({name: self.folder(name) for name in names if name not in fields})
+                values = {n: fields[n] if n in fields else str(inputs[n]) for n in names}
+                command = command.replace(text, template.format(**values))
             if isinstance(row, Smoke):
                 for pattern, replacement in row.reduce:
                     command = re.sub(pattern, lambda m, r=replacement: m.expand(r.format(**fields)), command)
@@ -76,7 +84,13 @@ class Store:
                                 log_dir=home / "log", timeout=row.timeout, isolated=row.isolated)
             ran = Ran(doc, command, result, home, inputs=inputs, env=self.env(home))
             if row.makes and result.returncode == row.status:
-                if row.made_at:
+                if row.made_at and row.made_at.startswith("printed:"):  # the path the command printed after a label
+                    label = row.made_at.removeprefix("printed:")
+                    printed = [line.split(label, 1)[1].strip() for line in result.stdout.splitlines()
+                               if line.startswith(label)]
+                    assert printed, f"the command printed no {label!r} line\n{result.tail()}"
+                    ran.made[row.makes] = Path(printed[-1])
+                elif row.made_at:
                     ran.made[row.makes] = home / row.made_at
                 else:
                     ran.made[row.makes] = ran.sweep_dir() if " -m " in f" {doc} " else ran.run_dir()

@@ -49,12 +49,15 @@ SWAPS: list[Swap] = [
     Swap(r"\bretriever=e5_base_v2\b", "retriever=dense",
          "intfloat/e5-base-v2 comes from the model hub: the embedded all-MiniLM-L6-v2 dense retriever"),
     Swap(r"\bretriever@retriever\.base=e5_base_v2\b", "retriever@retriever.base=dense", "as above"),
-    Swap(r"\bretriever\.embedder\.device=cuda\b", "retriever.embedder.device=cpu", "no GPU here"),
+    Swap(r"\bretriever\.embedder\.device=cuda\b", "++retriever.embedder.device=cpu",
+         "no GPU here (++: the embedded dense retriever's config leaves the device to the encoder)"),
     Swap(r"\bhydra/launcher=slurm\b", "hydra/launcher=slurm hydra.searchpath=[file://{local_conf}]",
          "CI's real one-node SLURM, with the `cluster:` block of docs/cluster.md section 4 for it (no GPUs, one CPU "
          "and 3 GB per cell: tests/docs/local/default.yaml)"),
-    Swap(r"\bexperiment=ragtifier\b", "experiment=ragtifier hydra.searchpath=[file://{local_conf}]",
-         "the experiment selects hydra/launcher=slurm: the same `cluster:` block"),
+    Swap(r"\bexperiment=ragtifier\b",
+         "experiment=ragtifier hydra.searchpath=[file://{local_conf}] rerank.model_path={tiny_bge}",
+         "the experiment selects hydra/launcher=slurm (the same `cluster:` block) and rerank=bge (the tiny model of "
+         "BGE's architecture, as above)"),
     Swap(r"(?<![\w/.])(out=|--out )(\S+)", r"\1{tmp}/\2",
          "files a command writes go to the test's folder, never into the checkout or /tmp (an absolute path lands "
          "under the test's folder too)"),
@@ -202,7 +205,7 @@ ROWS: dict[str, Row] = {
         why=INSTANT_FULL, model="instant", makes="demo_sweep",
         checks=[cells(8, 20), files("summary.md", "summary.csv", "best.csv", where="sweep")]),
     "python -m rag.export.trec outputs/runs/<date>/<time> --run-id my-run": Run(
-        fills=DEMO_RUN, marks=SLOW, checks=[files_in("demo_run", "trec_rag24.jsonl")]),
+        fills=DEMO_RUN, marks=SLOW, checks=[files_in("demo_run", "trec_rag25.jsonl")]),
     "python -m rag.main -m dataset.limit=275 generator=simple,trustrag,instructrag,astuterag,iterdrag": Run(
         why=INSTANT_FULL, model="instant", checks=[cells(5, 275)], timeout=1800),
     "python -m rag.main -m dataset.limit=20 generator=simple,ginger,crucible,crucible_verified": Run(
@@ -212,7 +215,7 @@ ROWS: dict[str, Row] = {
         fills={"RUNS...": "{crucible_runs}", "EVALUATED...": "{liverag_dev_file}"},
         checks=[files("model.joblib", where="home")], cwd_home=True),
     "python -m rag.export.trec RUN": Run(fills={"RUN": "{crucible_runs}"}, checks=[files_in("crucible_runs",
-                                                                                            "trec_rag24.jsonl")]),
+                                                                                            "trec_rag25.jsonl")]),
     "python -m eval.main run_dir=outputs/runs/<date>/<time> judge=[liverag]": Run(
         why="the demo run re-judged; the judge's model answers through the instant endpoint", fills=DEMO_RUN,
         model="instant", marks=SLOW, checks=[files_in("demo_run", "eval_report.md")]),
@@ -236,7 +239,7 @@ ROWS: dict[str, Row] = {
     "python -m rag.datagen corpus=../shared/data/liverag_dm/fineweb_docs.jsonl.gz n=500 categories=ragtifier "
     "llm=gemma3_270m out=generated/fineweb500": Run(
         why="500 pairs: " + INSTANT_FULL, model="instant", makes="generated", made_at="generated/fineweb500", timeout=1800,
-        checks=[files("generated/fineweb500/dev_qa.tsv", where="home")]),
+        checks=[files("generated/fineweb500/liverag_dm/dev_qa.tsv", where="home")]),
     "python -m rag.main dataset=liverag_dev paths.data_dir=generated/fineweb500": Run(
         why="the generated benchmark answered: " + INSTANT_FULL, model="instant",
         fills={"generated/fineweb500": "{generated}"}, checks=[files("answers.jsonl")]),
@@ -257,7 +260,8 @@ ROWS: dict[str, Row] = {
             "and an IVF-PQ the slice can train", reduce=[(r"index.num_shards=64", "index.num_shards=4"),
             (r"range\(0,64\)", "range(0,4)"), (r"index.ann.nlist=8192", "index.ann.nlist=16"),
             (r"index.ann.pq_m=64", "index.ann.pq_m=8"), (r"index.ann.train_size=400000", "index.ann.train_size=600")],
-        fills={"fineweb/sample/10BT": "{parquet_slice}"}, marks=SLOW_SLURM, makes="ivfpq_index", checks=[prints("index")]),
+        fills={"fineweb/sample/10BT": "{parquet_slice}"}, marks=SLOW_SLURM, makes="ivfpq_index",
+        made_at="printed:index: ", checks=[prints("index: ")]),
 }
 
 JUDGED_SWEEP = "{judged_sweep}"
@@ -312,7 +316,8 @@ ROWS.update({
     "python -m jobs.resubmit SWEEP_DIR": Run(fills={"SWEEP_DIR": SLURM_SWEEP}, marks=SLURM),
     "sbatch jobs/single_run.sbatch dataset=liverag_dev ...": Run(
         why="`...`: 3 questions through the instant endpoint (the job's own settings)", marks=SLURM, cwd_home=True,
-        fills={"...": "dataset.limit=3 llm=openai_compatible logger=none"}, checks=[_waits_for_the_batch_job],
+        fills={"...": "dataset.limit=3 llm=openai_compatible logger=none",  # run from its own folder (slurm-*.out)
+               "jobs/single_run.sbatch": "{repo_root}/jobs/single_run.sbatch"}, checks=[_waits_for_the_batch_job],
         extra=""),
     "python -m eval.summary SWEEP_DIR [--no-wandb]": Run(
         fills={"SWEEP_DIR [--no-wandb]": JUDGED_SWEEP + " --no-wandb"}, checks=[files_in("judged_sweep",
@@ -365,7 +370,7 @@ ROWS.update({
     "python -m rag.report SWEEP_DIR --latency latency_at_k.json": Run(
         fills={"SWEEP_DIR": JUDGED_SWEEP, "latency_at_k.json": "{latency_file}"},
         checks=[files_in("judged_sweep", "report/report.md")]),
-    "python -m eval.judge <run> --judge crucible --set crucible.nuggets.max_passages=2 ...": Run(
+    "python -m eval.judge <run> --judge crucible --set nuggetizer.max_passages=2 ...": Run(
         fills={"<run>": "{crucible_runs}", " ...": ""}, model="instant", checks=[files_in("crucible_runs",
                                                                                           "eval_report.md")]),
     "python -m eval.meta 'judge=[liverag,pairwise]' llm=gemma3_270m llm.n_ctx=2048": Run(
@@ -380,7 +385,7 @@ ROWS.update({
     "python -m rag.index -m hydra/launcher=slurm hydra.launcher.gpus_per_node=0 hydra.launcher.mem_gb=6 "
     "hydra.launcher.cpus_per_task=1 corpus=... retriever=bm25 index.num_shards=4 'index.shard=range(0,4)'": Smoke(
         why="the 4-shard build recipe: on 40 FineWeb documents", fills={"corpus=...": "corpus={corpus_small}"},
-        marks=SLURM, checks=[prints("merge")]),
+        marks=SLURM, checks=[prints("index: ")]),
     # the four timing recipes of issue 11 (one question each, measured with Gemma 3 270M)
     **{command: Smoke(why="a timing recipe (Gemma 3 270M measured, one question): " + INSTANT_FULL, model="instant",
                       checks=[]) for command in (
@@ -452,7 +457,8 @@ ROWS.update({
     "python -m rag.llm.check_model llm=<name>": Run(why=HOSTED, fills={"<name>": "claude_haiku"},
                                                     checks=[_check_model_line]),
     "python -m rag.live ... hydra.run.dir=X": Run(
-        why="`...`: the live day's first 3 questions with the embedded model", model="small", marks=SLOW,
+        why="`...`: the live day's first 3 questions (the point is the folder); the instant endpoint answers "
+            "(orchestration only)", model="instant",
         fills={"...": "questions={question_file} deadline=2h", "=X": "={tmp}/live"},
         checks=[files("live/submission.jsonl", where="home")]),
     "python -m eval.main run_dir=<a sweep cell folder>": Run(
@@ -486,10 +492,10 @@ ROWS.update({
         fills={"RUN": JUDGED_CELL, "/tmp/rejudged": "{tmp}/rejudged"}, model="instant",
         checks=[files("rejudged/answers.jsonl", where="home")]),
     "python -m eval.main -m run_dir=RUN_A,RUN_B judge=[nuggets]": Run(
-        fills={"RUN_A": JUDGED_CELL, "RUN_B": "{judged_cell_b}"}, model="instant",
-        checks=[files_in("judged_cell", "eval_report.md"), files_in("judged_cell_b", "eval_report.md")]),
+        fills={"RUN_A": "{run_a}", "RUN_B": "{run_b}"}, model="instant",
+        checks=[files_in("run_a", "eval_report.md"), files_in("run_b", "eval_report.md")]),
     "python -m eval.agreement SWEEP_OR_RUNS --out DIR": Run(
-        fills={"SWEEP_OR_RUNS": JUDGED_SWEEP, "DIR": "{tmp}/agreement"},
+        fills={"SWEEP_OR_RUNS": JUDGED_SWEEP, "DIR": "agreement"},
         checks=[files("agreement/agreement.csv", where="home")]),
     "python -m eval.pool sweep_dir=multirun/2025-06-01/12-00-00": Run(
         fills={"multirun/2025-06-01/12-00-00": JUDGED_SWEEP}, model="instant",

@@ -21,12 +21,19 @@ SWEEP_ARGS = ["-m", "dataset=liverag_dev", "dataset.limit=2", "retriever=bm25", 
 
 
 @pytest.fixture(scope="session")
-def small_sweep(data_dir, tmp_path_factory) -> Path:
+def small_sweep_cache(tmp_path_factory) -> Path:
+    """The sweep's cache (indexes, retrievals, responses): a test that reruns the sweep reuses it."""
+    if os.environ.get("RAG_TEST_CACHE_DIR"):
+        return Path(os.environ["RAG_TEST_CACHE_DIR"])
+    return tmp_path_factory.mktemp("report-sweep-cache")
+
+
+@pytest.fixture(scope="session")
+def small_sweep(data_dir, small_sweep_cache, tmp_path_factory) -> Path:
     if os.environ.get("RAG_TEST_REPORT_SWEEP"):
         return Path(os.environ["RAG_TEST_REPORT_SWEEP"])
     tmp = tmp_path_factory.mktemp("report-sweep")
-    cache = Path(os.environ["RAG_TEST_CACHE_DIR"]) if os.environ.get("RAG_TEST_CACHE_DIR") else tmp / "cache"
-    env = rag_env(tmp, cache=cache)
+    env = rag_env(tmp, cache=small_sweep_cache)
     proc = rag_main(SWEEP_ARGS, env, timeout=1800)
     assert proc.returncode == 0, proc.stderr[-4000:]
     [sweep] = sweep_dirs(tmp / "outputs")

@@ -106,7 +106,8 @@ def test_report_reads_agreement_and_latency_files(small_sweep, tmp_path):
     assert len(report.tables["agreement"]) == len(agreement)
 
 
-def test_a_rerun_of_a_finished_sweep_reports_what_strategies_need_and_removes_stale_figures(small_sweep, tmp_path):
+def test_a_rerun_of_a_finished_sweep_reports_what_strategies_need_and_removes_stale_figures(small_sweep,
+                                                                                            small_sweep_cache, tmp_path):
     """Issue 25, fault 5: rerunning a finished sweep (every answer resumed) showed `llm_requests_per_q 0.0`, and
     a figure that could no longer be drawn kept last time's files; figures were 0600. Issue 36: the rerun keeps
     the measured work, so the rebuilt report's cost table is the first one."""
@@ -124,7 +125,7 @@ def test_a_rerun_of_a_finished_sweep_reports_what_strategies_need_and_removes_st
     stale.write_bytes(b"\x89PNG last time's figure")
     (report_dir / "latency_at_k.csv").write_text("k,seconds\n1,0.5\n")
     # the same sweep again into its own folder: every cell resumes its answers, nothing is generated
-    proc = rag_main([*SWEEP_ARGS, f"hydra.sweep.dir={sweep}"], rag_env(tmp_path), timeout=900)
+    proc = rag_main([*SWEEP_ARGS, f"hydra.sweep.dir={sweep}"], rag_env(tmp_path, cache=small_sweep_cache), timeout=900)
     assert proc.returncode == 0, proc.stderr[-3000:]
     again = build_report(sweep, formats=("png",), n_boot=50)
     cost = {r["strategy"]: r for r in again.tables["strategy_cost"]}

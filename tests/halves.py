@@ -1,0 +1,62 @@
+"""`make test`: the suite as two pytest sessions at once, the documented commands (tests/docs) and everything else.
+
+Why two: on the 2-core CI machine each half is mostly one core of Python orchestration (subprocesses starting,
+SLURM polling, the instant endpoint answering, one model thread at a time), so run side by side they take about
+the time of the longer half instead of the sum (docs/benchmarks.md, "CI budget"). Each session keeps its own
+fixtures, temporary folders and skip report; the exit status is the first non-zero one. Each half's output goes
+to its log file as it runs (`.pytest-halves/<half>.log`, printed here when the half ends), so a run stopped by a
+time limit still leaves what each half had done.
+
+    python -m tests.halves [pytest options...]      # e.g. -q --timeout=1800
+"""
+
+from __future__ import annotations
+
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+LOGS = ROOT / ".pytest-halves"
+HALVES = {"docs": ["tests/docs"], "rest": ["tests", "--ignore=tests/docs"]}
+
+
+def main(options: list[str]) -> int:
+    LOGS.mkdir(exist_ok=True)
+    (LOGS / ".gitignore").write_text("*\n")
+    start = time.monotonic()
+    running: dict[str, tuple[subprocess.Popen, Path]] = {}
+    for name, paths in HALVES.items():
+        log = LOGS / f"{name}.log"
+        handle = log.open("w")
+        running[name] = (subprocess.Popen([sys.executable, "-m", "pytest", *options, *paths], cwd=ROOT,
+                                          stdout=handle, stderr=subprocess.STDOUT), log)
+
+    def stop(signum: int, _frame: object) -> None:  # a time limit: stop both halves, show what they did
+        for process, _ in running.values():
+            process.terminate()
+        for name, (process, log) in running.items():
+            process.wait()
+            print(f"\n== {name} (stopped by signal {signum}) ==\n{log.read_text(errors='replace')[-20000:]}")
+        sys.exit(128 + signum)
+
+    signal.signal(signal.SIGTERM, stop)
+    status = 0
+    pending = dict(running)
+    while pending:
+        for name, (process, log) in list(pending.items()):
+            if process.poll() is None:
+                continue
+            del pending[name]
+            minutes = (time.monotonic() - start) / 60
+            print(f"\n== {name}: exit {process.returncode} after {minutes:.1f} min ==\n"
+                  f"{log.read_text(errors='replace')}", flush=True)
+            status = status or process.returncode
+        time.sleep(1)
+    return status
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
