@@ -3,6 +3,7 @@ row once, on demand, the instant endpoint, the tiny BGE model and the local serv
 
 from __future__ import annotations
 
+import hashlib
 import os
 import re
 import string
@@ -57,7 +58,9 @@ class Store:
         with self.lock:
             if doc in self.ran:
                 return self.ran[doc]
-            home = self.base / re.sub(r"[^\w.-]+", "_", doc)[:80]
+            name = re.sub(r"[^\w.-]+", "_", doc)
+            # two long commands may share their first 80 characters: the rest is told apart by a hash
+            home = self.base / (name if len(name) <= 80 else f"{name[:80]}_{hashlib.sha1(doc.encode()).hexdigest()[:8]}")
             home.mkdir(parents=True, exist_ok=True)
             if getattr(row, "venv", "main") == "vllm":  # one cluster: the served models' endpoint files are shared
                 served = home / "outputs" / "served"

@@ -29,6 +29,7 @@ import pytest
 from hydra.core.hydra_config import HydraConfig
 from hydra.experimental.callback import Callback
 
+from rag.folders import RunFolder
 from rag.llm.base import LLMRequest, SamplingParams
 from rag.llm.cache import ResponseCache
 from rag.llm.served import ServedVLLMEngine, pid_alive
@@ -188,7 +189,9 @@ def test_a_sweep_on_the_served_model_survives_its_death_and_stops_it_at_the_end(
     output = rerun.stdout + rerun.stderr
     assert rerun.returncode == 0, output[-4000:]
     metrics = [json.loads((cell / "metrics.json").read_text()) for cell in cells(served)]
-    assert metrics[0]["llm_calls"] == 0  # kept from the first sweep
+    # the first cell's answers are kept from the first sweep: no call now (this execution's own counters), and
+    # metrics.json keeps the measured work that produced them (issue 36)
+    assert RunFolder(cells(served)[0]).work_history()[-1]["llm_calls"] == 0 and metrics[0]["llm_calls"] == 2
     assert [m["llm_calls"] for m in metrics[1:]] == [2, 2]
     for cell in cells(served):
         records = [json.loads(line) for line in (cell / "answers.jsonl").read_text().splitlines()]
