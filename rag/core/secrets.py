@@ -333,13 +333,18 @@ def install_log_masking() -> None:
     _installed = True
 
 
+def folder_safe(name: str) -> str:
+    """A path given as an override (`rerank.model_path=/models/bge`) stays one folder name: `/` becomes `%2F`."""
+    return name.replace("/", "%2F")
+
+
 def register_resolver() -> None:
-    """`${rag.mask:...}`: the masked text, for folder names built from overrides (`hydra.sweep.subdir`), capped
-    at `MAX_NAME_BYTES` (a sweep with many fixed overrides would otherwise name a folder the file system
+    """`${rag.mask:...}`: the masked text, for folder names built from overrides (`hydra.sweep.subdir`), one folder
+    (`folder_safe`), capped at `MAX_NAME_BYTES` (a sweep with many fixed overrides would otherwise name a folder the file system
     refuses)."""
     from omegaconf import OmegaConf
 
     from rag.core.hashing import cap_name
 
     if not OmegaConf.has_resolver("rag.mask"):
-        OmegaConf.register_new_resolver("rag.mask", lambda text: cap_name(mask_text(str(text), _KNOWN)))
+        OmegaConf.register_new_resolver("rag.mask", lambda text: cap_name(folder_safe(mask_text(str(text), _KNOWN))))

@@ -190,11 +190,11 @@ def override_dirname(overrides: list[str], master: dict[str, Any]) -> str:
 
 def _subdir(num: int, overrides: list[str], master: dict[str, Any]) -> str:
     from rag.core.hashing import cap_name
-    from rag.core.secrets import mask_text
+    from rag.core.secrets import folder_safe, mask_text
 
     pattern = str(master.get("hydra", {}).get("sweep", {}).get("subdir", "${hydra.job.num}"))
     dirname = override_dirname(overrides, master)
-    masked = cap_name(mask_text(dirname))  # as the `rag.mask` resolver names it
+    masked = cap_name(folder_safe(mask_text(dirname)))  # as the `rag.mask` resolver names it
     name = pattern.replace("${hydra.job.num}", str(num)).replace(
         "${rag.mask:${hydra.job.override_dirname}}", masked).replace(
         "${hydra.job.override_dirname}", dirname)

@@ -42,11 +42,20 @@ def fineweb_docs(n: int) -> list[dict]:
 
 
 def build_tiny_bge(path: Path) -> Path:
-    """A tiny model of BGE-reranker-v2-m3's architecture (XLM-RoBERTa cross-encoder), vocabulary from FineWeb."""
-    from tests.backends.tiny_models import build_tiny_xlmr
+    """A tiny model of BGE-reranker-v2-m3's architecture (XLM-RoBERTa cross-encoder), vocabulary from FineWeb; in
+    the vLLM session (transformers 5) with a Unigram tokenizer, as tests/vllm/tiny_cross_encoder.py says why."""
+    import transformers
 
     if not (path / "config.json").is_file():
-        build_tiny_xlmr(path, [d["text"][:2000] for d in fineweb_docs(200)])
+        texts = [d["text"][:2000] for d in fineweb_docs(200)]
+        if int(transformers.__version__.split(".")[0]) >= 5:
+            from tests.vllm.tiny_cross_encoder import build_tiny_unigram_xlmr
+
+            build_tiny_unigram_xlmr(path, texts)
+        else:
+            from tests.backends.tiny_models import build_tiny_xlmr
+
+            build_tiny_xlmr(path, texts)
     return path
 
 
