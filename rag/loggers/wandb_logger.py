@@ -15,6 +15,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from rag.core.hashing import cap_name
 from rag.core.secrets import redact
 from rag.loggers.base import RunLogger
 from rag.metrics.registry import REGISTRY
@@ -68,6 +69,15 @@ def swept_keys_of(sweep_dir: Path) -> set[str] | None:
     return {o.get_key_element().lstrip("+~") for o in parsed if o.is_sweep_override()}
 
 
+#: W&B refuses a run whose tag is longer than 64 characters (a path given as an override makes one)
+TAG_LIMIT = 64
+
+
+def wandb_tags(tags: Sequence[str]) -> list[str]:
+    """Tags as W&B takes them: a longer one keeps its start and a hash of the whole (still unique)."""
+    return [cap_name(t, TAG_LIMIT) for t in tags if t]
+
+
 def swept_only(tags: Sequence[str], run_dir: Path) -> list[str]:
     """In a sweep cell, keep the tags of swept values only (`rerank.k=5`), not overrides every cell shares."""
     try:
@@ -98,7 +108,7 @@ class WandbLogger(RunLogger):
         typed = [r if isinstance(r, AnswerRecord) else AnswerRecord.from_json(r) for r in records]
         run = wandb.init(project=self.project, entity=self.entity, mode=self.mode, dir=str(wandb_dir),
                          name=name, group=group or self.group,
-                         tags=[*self.tags, *swept_only(tags or [], run_dir)],
+                         tags=wandb_tags([*self.tags, *swept_only(tags or [], run_dir)]),
                          config=redact(config), reinit="finish_previous")
         try:
             numeric = {k: v for k, v in metrics.items() if isinstance(v, (int, float)) and not isinstance(v, bool)}
