@@ -54,6 +54,9 @@ SWAPS: list[Swap] = [
     Swap(r"\bhydra/launcher=slurm\b", "hydra/launcher=slurm hydra.searchpath=[file://{local_conf}]",
          "CI's real one-node SLURM, with the `cluster:` block of docs/cluster.md section 4 for it (no GPUs, one CPU "
          "and 3 GB per cell: tests/docs/local/default.yaml)"),
+    Swap(r"^sbatch (?!--)", "sbatch --cpus-per-task=1 --mem=3G ",
+         "CI's one-node SLURM has 2 CPUs and no 16 GB to give: a batch job gets one CPU and 3 GB there, as a cell "
+         "does (tests/docs/local/default.yaml); sbatch's own options win over the script's #SBATCH lines"),
     Swap(r"\bexperiment=ragtifier\b",
          "experiment=ragtifier hydra.searchpath=[file://{local_conf}] rerank.model_path={tiny_bge}",
          "the experiment selects hydra/launcher=slurm (the same `cluster:` block) and rerank=bge (the tiny model of "
