@@ -340,8 +340,8 @@ def folder_safe(name: str) -> str:
 
 def register_resolver() -> None:
     """`${rag.mask:...}`: the masked text, for folder names built from overrides (`hydra.sweep.subdir`), one folder
-    (`folder_safe`), capped at `MAX_NAME_BYTES` (a sweep with many fixed overrides would otherwise name a folder the file system
-    refuses)."""
+    (`folder_safe`), capped at `MAX_NAME_BYTES` (a sweep with many fixed overrides would otherwise name a folder
+    the file system refuses)."""
     from omegaconf import OmegaConf
 
     from rag.core.hashing import cap_name
