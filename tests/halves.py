@@ -30,9 +30,9 @@ def main(options: list[str]) -> int:
     running: dict[str, tuple[subprocess.Popen, Path]] = {}
     for name, paths in HALVES.items():
         log = LOGS / f"{name}.log"
-        handle = log.open("w")
-        running[name] = (subprocess.Popen([sys.executable, "-m", "pytest", *options, *paths], cwd=ROOT,
-                                          stdout=handle, stderr=subprocess.STDOUT), log)
+        with log.open("w") as handle:  # the child keeps its own copy of the file descriptor
+            running[name] = (subprocess.Popen([sys.executable, "-m", "pytest", *options, *paths], cwd=ROOT,
+                                              stdout=handle, stderr=subprocess.STDOUT), log)
 
     def stop(signum: int, _frame: object) -> None:  # a time limit: stop both halves, show what they did
         for process, _ in running.values():
