@@ -74,6 +74,11 @@ def rouge_l(a: str | list[str], b: str | list[str]) -> float:
     return 2 * precision * recall / (precision + recall)
 
 
+def any_ngram_duplicate(tokens: list[list[str]], threshold: float) -> bool:
+    """Whether any two passages overlap by more than `threshold` ROUGE-L F1 (stops at the first such pair)."""
+    return any(rouge_l(a, b) > threshold for a, b in combinations(tokens, 2))
+
+
 def ngram_duplicates(tokens: list[list[str]], indices: list[int], threshold: float) -> set[int]:
     """Members of `indices` whose ROUGE-L F1 with another member exceeds `threshold` (both are dropped)."""
     out: set[int] = set()
@@ -130,6 +135,23 @@ def _cosine(emb: np.ndarray, i: int, j: int) -> float:
     return float(a @ b / max(np.linalg.norm(a) * np.linalg.norm(b), 1e-12))
 
 
+def filter_tokens(texts: list[str], mode: str) -> list[list[str]]:
+    """ROUGE-L tokens of one question's passages, when the mode uses them (kmeans_ngram)."""
+    return [rouge_tokens(t) for t in texts] if mode == "kmeans_ngram" else []
+
+
+def needs_embeddings(texts: list[str], mode: str, ngram_threshold: float,
+                     tokens: list[list[str]] | None = None) -> bool:
+    """Whether `trustrag_filter` clusters these passages. With kmeans_ngram it does only when two passages overlap
+    (rule 1), so a batch embeds just those questions' passages: on 275 LiveRAG dev questions over BM25 at k=20,
+    21 of them (420 passages instead of 5,500)."""
+    if mode == "none" or len(texts) < 3:
+        return False
+    if mode == "kmeans":
+        return True
+    return any_ngram_duplicate(tokens if tokens is not None else filter_tokens(texts, mode), ngram_threshold)
+
+
 @dataclass
 class FilterDecision:
     """Which passages (by position) survived, and why; stored in `steps["filter"]`."""
@@ -147,8 +169,9 @@ class FilterDecision:
 
 def trustrag_filter(texts: list[str], embeddings: np.ndarray | None, mode: str = "kmeans_ngram",
                     similarity_threshold: float = 0.88, ngram_threshold: float = 0.25,
-                    seed: int = 0) -> FilterDecision:
-    """Decide which of one question's passages to keep (see the module docstring for the rules)."""
+                    seed: int = 0, tokens: list[list[str]] | None = None) -> FilterDecision:
+    """Decide which of one question's passages to keep (see the module docstring for the rules). `embeddings` may be
+    None where `needs_embeddings` says no; `tokens`: `filter_tokens(texts, mode)`, when the caller has them."""
     if mode not in FILTERS:
         raise ValueError(f"generator.filter must be one of {FILTERS}, got {mode!r}")
     everything = list(range(len(texts)))
@@ -157,8 +180,8 @@ def trustrag_filter(texts: list[str], embeddings: np.ndarray | None, mode: str =
     if len(texts) < 3:
         return FilterDecision(everything, reason="fewer than 3 passages")
     use_ngram = mode == "kmeans_ngram"
-    tokens = [rouge_tokens(t) for t in texts] if use_ngram else []
-    if use_ngram and not ngram_duplicates(tokens, everything, ngram_threshold):
+    tokens = tokens if tokens is not None else filter_tokens(texts, mode)
+    if use_ngram and not any_ngram_duplicate(tokens, ngram_threshold):
         return FilterDecision(everything, reason="no n-gram overlap above threshold")
     if embeddings is None:
         raise ValueError("the K-means filter needs passage embeddings (configure generator.embedder)")
