@@ -1,22 +1,27 @@
 """`make test`: the suite as two pytest sessions at once, the documented commands (tests/docs) and everything else.
 
-Why two: on the 2-core CI machine each half is mostly one core of Python orchestration (subprocesses starting,
-SLURM polling, the instant endpoint answering, one model thread at a time), so run side by side they take about
-the time of the longer half instead of the sum (docs/benchmarks.md, "CI budget"). Each session keeps its own
-fixtures, temporary folders and skip report; the exit status is the first non-zero one. Each half's output goes
-to its log file as it runs (`.pytest-halves/<half>.log`, printed here when the half ends), so a run stopped by a
-time limit still leaves what each half had done.
+Why two: much of each half is one core of Python orchestration (subprocesses starting, SLURM polling, the instant
+endpoint answering), so run side by side they fill the cores that one session leaves idle (docs/benchmarks.md,
+"CI budget"). Each session gets its share of the CPUs as `OMP_NUM_THREADS` (unless set already): torch, NumPy and
+llama.cpp (rag.core.cpus) size their thread pools to it, because pools sized to the whole machine oversubscribe it
+when the sessions run at once, and their spinning waits burn the cores they share (1 thread each on CI's 2 cores).
+Each session keeps its own fixtures, temporary folders and skip report; the exit status is the first non-zero
+one. Each half's output goes to its log file as it runs (`.pytest-halves/<half>.log`, printed here when the half
+ends), so a run stopped by a time limit still leaves what each half had done.
 
     python -m tests.halves [pytest options...]      # e.g. -q --timeout=1800
 """
 
 from __future__ import annotations
 
+import os
 import signal
 import subprocess
 import sys
 import time
 from pathlib import Path
+
+from rag.core.cpus import usable_cpus
 
 ROOT = Path(__file__).resolve().parents[1]
 LOGS = ROOT / ".pytest-halves"
@@ -26,12 +31,14 @@ HALVES = {"docs": ["tests/docs"], "rest": ["tests", "--ignore=tests/docs"]}
 def main(options: list[str]) -> int:
     LOGS.mkdir(exist_ok=True)
     (LOGS / ".gitignore").write_text("*\n")
+    threads = os.environ.get("OMP_NUM_THREADS") or str(max(1, usable_cpus() // len(HALVES)))
+    env = {**os.environ, "OMP_NUM_THREADS": threads}
     start = time.monotonic()
     running: dict[str, tuple[subprocess.Popen, Path]] = {}
     for name, paths in HALVES.items():
         log = LOGS / f"{name}.log"
         with log.open("w") as handle:  # the child keeps its own copy of the file descriptor
-            running[name] = (subprocess.Popen([sys.executable, "-m", "pytest", *options, *paths], cwd=ROOT,
+            running[name] = (subprocess.Popen([sys.executable, "-m", "pytest", *options, *paths], cwd=ROOT, env=env,
                                               stdout=handle, stderr=subprocess.STDOUT), log)
 
     def stop(signum: int, _frame: object) -> None:  # a time limit: stop both halves, show what they did

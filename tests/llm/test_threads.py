@@ -48,7 +48,7 @@ def test_loaded_model_uses_the_cpus_the_process_is_pinned_to():
 def test_loaded_model_generates_on_every_usable_cpu():
     """Unpinned and outside SLURM, generation uses every CPU of the mask (llama-cpp-python alone: half of them)."""
     cpus = len(os.sched_getaffinity(0))
-    threads = json.loads(_python(LOAD, "free", SLURM_CPUS_PER_TASK=""))
+    threads = json.loads(_python(LOAD, "free", SLURM_CPUS_PER_TASK="", OMP_NUM_THREADS=""))
     assert threads["default"] == [cpus, cpus]
 
 
@@ -63,6 +63,18 @@ def test_a_thread_count_below_one_is_refused_naming_the_setting(setting):
 
 def test_slurm_allocation_caps_the_count_where_cpus_are_not_pinned():
     code = "from rag.core.cpus import usable_cpus; print(usable_cpus())"
-    assert _python(code, SLURM_CPUS_PER_TASK="1") == "1"
-    assert _python(code, SLURM_CPUS_PER_TASK="4096") == str(len(os.sched_getaffinity(0)))
-    assert _python(code, SLURM_CPUS_PER_TASK="") == str(len(os.sched_getaffinity(0)))
+    assert _python(code, SLURM_CPUS_PER_TASK="1", OMP_NUM_THREADS="") == "1"
+    assert _python(code, SLURM_CPUS_PER_TASK="4096", OMP_NUM_THREADS="") == str(len(os.sched_getaffinity(0)))
+    assert _python(code, SLURM_CPUS_PER_TASK="", OMP_NUM_THREADS="") == str(len(os.sched_getaffinity(0)))
+
+
+def test_omp_num_threads_caps_the_count_and_the_loaded_model():
+    """OMP_NUM_THREADS (what concurrent test sessions set: tests/halves.py) caps llama.cpp's threads as it caps
+    torch's; a value above the usable CPUs, or none, leaves them as they are."""
+    code = "from rag.core.cpus import usable_cpus; print(usable_cpus())"
+    cpus = str(len(os.sched_getaffinity(0)))
+    assert _python(code, SLURM_CPUS_PER_TASK="", OMP_NUM_THREADS="1") == "1"
+    assert _python(code, SLURM_CPUS_PER_TASK="", OMP_NUM_THREADS="4096") == cpus
+    assert _python(code, SLURM_CPUS_PER_TASK="", OMP_NUM_THREADS="x") == cpus
+    threads = json.loads(_python(LOAD, "free", SLURM_CPUS_PER_TASK="", OMP_NUM_THREADS="1"))
+    assert threads == {"default": [1, 1], "explicit": [3, 2]}
