@@ -9,12 +9,20 @@ TrustRAG (Zhou et al., 2025; HuichiZhou/TrustRAG `defend_module.py`, `k_mean_fil
 2. the embeddings are standardised, L2-normalised and split by K-means (k=2);
 3. each cluster's mean pairwise cosine similarity (on the raw embeddings) is compared with
    `similarity_threshold`: a cluster above it is suspicious and dropped; if both are, every passage is dropped;
-4. (`kmeans_ngram` only) inside the kept clusters, every passage that overlaps another one by more than
-   `ngram_threshold` ROUGE-L F1 is dropped as well (TrustRAG drops both members of such a pair).
+4. (`kmeans_ngram` only) inside the kept clusters, n-gram duplicates are dropped as `group_n_gram_filtering`
+   drops them (`ngram_duplicates`: both members of a pair, and later passages close to the first one dropped).
 
-Deviations, all for robustness with benign retrieval: fewer than 3 passages are kept as they are (two
-singleton clusters carry no density signal); K-means is a small seeded numpy implementation (k-means++,
-10 restarts), not scikit-learn's; ROUGE-L tokenises lower-cased alphanumerics with the Snowball stemmer.
+Checked against `defend_module.py` line by line (TrustRAG's repository as forked in TomRahav/TrustRAG, 2025):
+steps 1-4, the thresholds (ROUGE-L F1 0.25, cosine 0.88), the standardise-then-normalise before K-means (k=2,
+10 restarts, 500 iterations), the mean pairwise cosine on the raw embeddings, and the branches (both clusters
+dense: drop all; one dense: keep the other, deduplicated; none: keep both, each deduplicated; a lone passage
+beside a dense cluster: drop all when it is close to that cluster's first passage, else keep it alone; a lone
+passage beside a sparse cluster: keep that cluster as it is) follow it. Deviations: fewer than 3 passages are
+kept as they are (two singleton clusters carry no density signal); K-means is a small seeded numpy
+implementation (k-means++), not scikit-learn's; ROUGE-L tokenises lower-cased alphanumerics with the Snowball
+stemmer (rouge_score's Porter stemmer there); the embedder is a config choice (TrustRAG: the [CLS] vector of
+SimCSE-BERT; here all-MiniLM-L6-v2 by default); and the filter sees the passages handed to the generator, where
+TrustRAG's `main_trustrag.py` filters the top k plus the planted texts and cuts to k afterwards.
 """
 
 from __future__ import annotations
@@ -80,12 +88,23 @@ def any_ngram_duplicate(tokens: list[list[str]], threshold: float) -> bool:
 
 
 def ngram_duplicates(tokens: list[list[str]], indices: list[int], threshold: float) -> set[int]:
-    """Members of `indices` whose ROUGE-L F1 with another member exceeds `threshold` (both are dropped)."""
-    out: set[int] = set()
-    for i, j in combinations(indices, 2):
-        if rouge_l(tokens[i], tokens[j]) > threshold:
-            out.update((i, j))
-    return out
+    """Members of `indices` dropped as n-gram duplicates, in the order of TrustRAG's `group_n_gram_filtering`: each
+    passage not yet dropped is compared with the passages after it; at the first one above `threshold` ROUGE-L F1
+    both are dropped, and the first passage ever dropped this way becomes a reference that every later passage
+    not yet dropped is compared with too (above `threshold`: dropped)."""
+    dropped: set[int] = set()
+    reference: int | None = None
+    for position, i in enumerate(indices):
+        if i in dropped:
+            continue
+        for j in indices[position + 1:]:
+            if rouge_l(tokens[i], tokens[j]) > threshold:
+                dropped.update((i, j))
+                reference = i if reference is None else reference
+                break
+        if reference is not None and rouge_l(tokens[i], tokens[reference]) > threshold:
+            dropped.add(i)
+    return dropped
 
 
 # -- K-means ------------------------------------------------------------------------------------------------
@@ -216,3 +235,23 @@ def trustrag_filter(texts: list[str], embeddings: np.ndarray | None, mode: str =
     if sims[dense] < thr:
         return decide(groups[0] + groups[1], "no dense cluster", [groups[0], groups[1]])
     return decide(groups[sparse], f"cluster {dense} dense", [groups[sparse]])
+
+
+def defend_lists(texts: list[list[str]], embedder: Any, mode: str = "kmeans_ngram",
+                 similarity_threshold: float = 0.88, ngram_threshold: float = 0.25,
+                 seed: int = 0) -> list[FilterDecision]:
+    """Filter decisions for several questions' passages (`texts[q]`). The passages of every question the filter
+    clusters (`needs_embeddings`) are embedded in one `embedder.encode_passages` call; the others never are."""
+    tokens = [filter_tokens(row, mode) for row in texts]
+    embeddings: list[np.ndarray | None] = [None] * len(texts)
+    clustered = [i for i, (row, tok) in enumerate(zip(texts, tokens))
+                 if embedder is not None and needs_embeddings(row, mode, ngram_threshold, tok)]
+    if clustered:
+        vectors = embedder.encode_passages([t for i in clustered for t in texts[i]])
+        offset = 0
+        for i in clustered:
+            embeddings[i] = vectors[offset: offset + len(texts[i])]
+            offset += len(texts[i])
+    return [trustrag_filter(row, e, mode, similarity_threshold, ngram_threshold, seed, tokens=tok)
+            for row, e, tok in zip(texts, embeddings, tokens)]
+

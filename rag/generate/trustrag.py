@@ -16,10 +16,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-import numpy as np
-
 from rag.generate.base import GenerationContext, GenerationInput, cut_words, passage_views
-from rag.generate.defense import FILTERS, FilterDecision, filter_tokens, needs_embeddings, trustrag_filter
+from rag.generate.defense import FILTERS, FilterDecision, defend_lists
 from rag.generate.multistep import MultiStepGenerator, output_record
 from rag.generate.parsing import ParsedAnswer, clean_output, first_paragraph, says_unknown
 from rag.records import GenerationResult
@@ -48,22 +46,10 @@ class TrustRAGGenerator(MultiStepGenerator):
         self.seed = seed
 
     def defend(self, items: list[GenerationInput]) -> list[FilterDecision]:
-        """Filter decisions per question. The passages of every question the filter clusters (`needs_embeddings`)
-        are embedded in one encoder call; the others are never encoded."""
-        texts = [[p.passage.text for p in item.passages] for item in items]
-        tokens = [filter_tokens(row, self.filter_mode) for row in texts]
-        embeddings: list[np.ndarray | None] = [None] * len(items)
-        clustered = [i for i, (row, tok) in enumerate(zip(texts, tokens))
-                     if self.embedder is not None and needs_embeddings(row, self.filter_mode, self.ngram_threshold, tok)]
-        if clustered:
-            vectors = self.embedder.encode_passages([t for i in clustered for t in texts[i]])
-            offset = 0
-            for i in clustered:
-                embeddings[i] = vectors[offset: offset + len(texts[i])]
-                offset += len(texts[i])
-        return [trustrag_filter(row, e, self.filter_mode, self.similarity_threshold, self.ngram_threshold, self.seed,
-                                tokens=tok)
-                for row, e, tok in zip(texts, embeddings, tokens)]
+        """Filter decisions per question (`rag.generate.defense.defend_lists`: only the passages of questions the
+        filter clusters are embedded, in one encoder call)."""
+        return defend_lists([[p.passage.text for p in item.passages] for item in items], self.embedder,
+                            self.filter_mode, self.similarity_threshold, self.ngram_threshold, self.seed)
 
     def generate(self, items: list[GenerationInput], ctx: GenerationContext) -> list[GenerationResult]:
         if not items:
