@@ -19,7 +19,10 @@ from typing import Any
 from hydra.utils import instantiate
 from omegaconf import DictConfig, OmegaConf
 
+from rag.attack.base import CorpusAttack
+from rag.attack.corpus import AttackedCorpus
 from rag.core.errors import ConfigError
+from rag.core.io import atomic_write_json
 from rag.core.secrets import redact
 from rag.data.dataset import Dataset
 from rag.folders import RunFolder
@@ -81,9 +84,17 @@ class Pipeline:
         self.dataset: Dataset = instantiate(cfg.dataset)
         # in-process sweep cells share loaded corpora, indexes, rerankers and engines (rag/reuse.py)
         self.dataset.corpus, _ = self._shared("corpus", cfg.dataset.corpus, lambda: self.dataset.corpus)
+        #: the corpus attack (`attack=poisonedrag | prompt_injection`): its passages join the corpus before indexing
+        self.attack: CorpusAttack | None = None
+        if cfg.get("attack"):
+            self.attack = instantiate(cfg.attack, llm=None)
+            self.dataset.corpus = AttackedCorpus(self.dataset.corpus, self.attack, lambda: self.dataset.questions,
+                                                 self._attacker_engine, self.cache_dir, self.dataset.name)
         self.retriever: Retriever
+        # an attacked corpus depends on the attack and on the questions it targets
+        attacked = (cfg.attack, cfg.dataset) if cfg.get("attack") else ()
         self.retriever, reused = self._shared("retriever", cfg.retriever, lambda: instantiate(cfg.retriever),
-                                              cfg.dataset.corpus)
+                                              cfg.dataset.corpus, *attacked)
         self._index_ready = reused and self.retriever.corpus is not None  # a kept index is already loaded
         #: the one engine factory: generator, LLM reranker (Rank-R1) and judges share equal engines
         self.engines = EngineFactory(self.cache_dir, cache_enabled=cfg.cache.llm_responses)
@@ -131,6 +142,15 @@ class Pipeline:
                 self.engines.adopt(self.cfg.llm, self._engine)
             self._loads_before["llm"] = 0 if not reused else _model_loads(self._engine)
         return self._engine
+
+    def _attacker_engine(self) -> LLMEngine | None:
+        """The attack's engine (`attack.llm`): the generator's own when the configs are equal, else its own."""
+        attack_llm = self.cfg.attack.get("llm")
+        if not attack_llm:
+            return None
+        if self.generator.uses_llm and llm_key(attack_llm) == llm_key(self.cfg.llm):
+            return self.engine
+        return self._engine_for(attack_llm)
 
     def _engine_for(self, llm_cfg: Any) -> LLMEngine:
         """An engine from the run's factory; one kept for later sweep cells is adopted, not owned, so the
@@ -256,6 +276,13 @@ class Pipeline:
         with self.timer.stage("load"):
             questions = self.dataset.questions
             coverage = self.dataset.gold_coverage()
+        if isinstance(self.dataset.corpus, AttackedCorpus):  # what was planted, readable beside the answers
+            atomic_write_json(run_dir / "attack.json", {
+                "settings": self.dataset.corpus.attack.settings(), "n_passages": self.attack.n_passages,
+                "corpus": self.dataset.corpus.key,
+                "targets": [{"id": t.question_id, "question": t.question, "correct": t.correct,
+                             "target_answer": t.target_answer, "planted": list(t.texts)}
+                            for t in self.dataset.corpus.targets]})
         log.info("dataset %s: %d questions; retriever %s k=%d; rerank %s k=%s; ordering %s; generator %s",
                  self.dataset.name, len(questions), self.retriever.kind, self.retriever.k, self.reranker.kind,
                  self.reranker.k, self.ordering.name, self.generator.name)
@@ -340,7 +367,8 @@ class Pipeline:
         """One answers.jsonl line: the LiveRAG submission fields, then ours (`rag.records.AnswerRecord`)."""
         used = result.passages if result.passages is not None else (
             self.ordering.order(context) if self.generator.uses_ordering else context)
-        item = ScoredAnswer(question, result.answer, retrieved, context, from_llm=self.generator.uses_llm)
+        item = ScoredAnswer(question, result.answer, retrieved, context, from_llm=self.generator.uses_llm,
+                            used=list(used))
         scores: dict[str, float] = {}
         for metric in self.answer_metrics:
             scores.update(metric.score(item))

@@ -35,6 +35,9 @@ class Question:
     #: graded judgments from a qrels file (id -> grade; 0 = judged not relevant); empty: the gold documents count,
     #: grade 1 (`relevance`)
     qrels: dict[str, int] = field(default_factory=dict)
+    #: what an attack planted for this question (`rag.attack`): its target answer and the planted passages' ids;
+    #: empty when the run's corpus is clean
+    attack: dict[str, Any] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -149,6 +152,8 @@ class AnswerRecord(BaseModel):
     #: why this is not a real answer (`empty_answer`: an LLM generator answered nothing); scored as it is (F1 0),
     #: counted, and generated again when the run folder is resumed
     failure: str | None = None
+    #: the attack on this question (`Question.attack`): target answer and planted passage ids; empty when clean
+    attack: dict[str, Any] = Field(default_factory=dict)
 
     @model_validator(mode="before")
     @classmethod
@@ -202,6 +207,8 @@ class AnswerRecord(BaseModel):
             out.pop("judges", None)
         if not out.get("qrels"):
             out.pop("qrels", None)
+        if not out.get("attack"):
+            out.pop("attack", None)
         for optional in ("sentences", "failure"):
             if out.get(optional) is None:
                 out.pop(optional, None)
@@ -307,7 +314,7 @@ def build_answer_record(question: Question, retrieved: list[ScoredPassage], cont
         hop=question.hop, categories=dict(question.categories), qrels=dict(question.qrels),
         retrieved=[p.to_dict() for p in retrieved], reranked=[p.to_dict() for p in context],
         context=[p.passage.passage_id for p in used], steps=result.steps, parse_failed=result.parse_failed,
-        fallback=result.fallback, scores=dict(scores), sentences=result.sentences)
+        fallback=result.fallback, scores=dict(scores), sentences=result.sentences, attack=dict(question.attack))
 
 
 #: a stage -> the record field holding its stored list

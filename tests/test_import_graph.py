@@ -39,7 +39,7 @@ LAYERS: list[tuple[str, frozenset[str]]] = [
     # what stages are built from: datasets and corpora, LLM engines, embedders, metric functions and names
     ("services", frozenset({"data", "llm", "embed", "metrics"})),
     # the pipeline's stages, independent of each other
-    ("stages", frozenset({"retrieve", "rerank", "order", "generate", "judge"})),
+    ("stages", frozenset({"attack", "retrieve", "rerank", "order", "generate", "judge"})),
     # around one run: stage caches, loaded-model reuse, run-folder fingerprints, config checks, sweep cells
     ("run support", frozenset({"stage_cache", "reuse", "fingerprint", "preflight", "sweep"})),
     ("pipeline", frozenset({"pipeline"})),
@@ -53,6 +53,8 @@ ALLOWED: dict[tuple[str, str], str] = {
     # a reranker may reuse what the retriever's index holds (`Reranker.prepare(cache_dir, retriever)`: the
     # dense reranker reads the index's stored vectors): it consumes the Retriever interface, no implementation
     ("rerank", "rag.retrieve.base"): "Reranker.prepare receives the run's Retriever",
+    # TrustRAG's filter as a reranker applies the very decisions the TrustRAG strategy applies (one implementation)
+    ("rerank", "rag.generate.defense"): "rerank=trustrag_filter runs TrustRAG's defence on the retrieved list",
 }
 
 #: callables that load a module or object by its dotted name

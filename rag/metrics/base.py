@@ -35,6 +35,9 @@ class ScoredAnswer:
     #: the answer came from an LLM generator; the gold-answer metrics score only those (a retrieval-only run,
     #: `generator=none`, has no answer, and the rule-based baselines were never F1-scored)
     from_llm: bool = True
+    #: the passages the prompt held, in prompt order, after any filter of the strategy (TrustRAG's); None: the
+    #: context as it was
+    used: list[ScoredPassage] | None = None
 
 
 @dataclass(frozen=True)
