@@ -20,6 +20,7 @@ from typing import Any
 
 from rag.core.io import atomic_write_json, atomic_write_text, shared_mode
 from rag.report import agreement as agreement_mod
+from rag.report import attack as attack_mod
 from rag.report import comparison as comparison_mod
 from rag.report import cost as cost_mod
 from rag.report import latency as latency_mod
@@ -36,7 +37,8 @@ FIGURES = {"table1": "Table 1: correctness and faithfulness shares per strategy"
            "fig4_recall_at_k": "Fig. 4: gold-document recall@k",
            "fig5_latency_at_k": "Fig. 5: runtime per question against k",
            "agreement": "Agreement between evaluations",
-           "strategy_cost": "Strategy cost per question"}
+           "strategy_cost": "Strategy cost per question",
+           "attack": "Attack success rate and accuracy against planted passages"}
 
 
 @dataclass
@@ -181,6 +183,15 @@ def build_report(sweep_dir: str | Path, out_dir: str | Path | None = None, laten
     else:
         report.skipped["strategy_cost"] = "no finished runs"
 
+    # corpus attacks: ASR and accuracy against planted passages per strategy (experiment=poisoning)
+    points = attack_mod.attack_points(sweep)
+    if points:
+        report.tables["attack"] = [p.flat() for p in points]
+        report.meta["attack_md"] = attack_mod.to_markdown(points)
+        figure("attack", attack_mod.plot(points))
+    else:
+        report.skipped["attack"] = "no attacked runs (attack=poisonedrag or prompt_injection, metrics asr)"
+
     for name in report.skipped:  # a part that cannot be drawn now leaves no figure or table of an earlier build
         files = [out / f"{name}.{ext}" for ext in {*formats, "png", "pdf", "svg", "csv"}]
         files.append(out / f"{TABLE_OF.get(name, name)}.csv")
@@ -238,6 +249,8 @@ def to_markdown(report: Report) -> str:
                 for what, why in (header.get("skipped") or {}).items():
                     lines.append(f"- not measured: {what}: {why}")
             lines.append("")
+        elif name == "attack" and meta.get("attack_md"):
+            lines += [meta["attack_md"]]
         elif name == "strategy_cost" and "strategy_cost" in report.tables:
             lines += _md_table(report.tables["strategy_cost"]) + [""]
     if meta.get("strategy_comparison_md"):

@@ -160,7 +160,7 @@ def swap(command: str, fields: dict[str, str], model: str) -> str:
 
 
 # -- the rows --------------------------------------------------------------------------------------------------------
-from tests.docs.checks import answers, cells, files, files_in, metric, one_line, prints  # noqa: E402
+from tests.docs.checks import answers, cells, custom, files, files_in, metric, one_line, prints  # noqa: E402
 
 SLURM = ("slurm",)
 SLOW = ("slow",)
@@ -187,6 +187,21 @@ def _stops(name: str) -> Check:
                           env=ran.env, log_dir=ran.home / "stop", timeout=300)
         assert stop.returncode == 0, stop.tail()
     return check
+
+
+def _attacked_cells(ran) -> None:
+    """Every cell of the poisoning sweep scored the attack; where passages were planted, BM25 retrieved them for
+    their target questions (each starts with its question) and the cell's attack.json lists them."""
+    import json
+
+    for cell in sorted(p for p in ran.sweep_dir().iterdir() if p.is_dir() and p.name[:1].isdigit()):
+        metrics = json.loads((cell / "metrics.json").read_text())
+        planted = int(cell.name.split("attack.n_passages=", 1)[1].split(",", 1)[0])
+        assert "attack/asr/all" in metrics and "attack/attack_accuracy/all" in metrics, cell.name
+        attack = json.loads((cell / "attack.json").read_text())
+        assert len(attack["targets"]) == 30 and all(len(t["planted"]) == planted for t in attack["targets"])
+        if planted:
+            assert metrics["attack/poisoned_recall/retrieved/all"] > 0.5, cell.name
 
 
 def _check_model_line(ran) -> None:
@@ -327,6 +342,13 @@ ROWS.update({
                                                                                          "summary.md")]),
     "python -m rag.main -m experiment=ragtifier retriever=pinecone rerank.k=5,10": Run(
         why=RAGTIFIER, model="instant", marks=SLURM, timeout=2400, checks=[cells(2, 275)]),
+    "python -m rag.main -m experiment=poisoning": Run(
+        why=INSTANT_FULL + "; the attacker's target answers and texts come from it as well", model="instant",
+        makes="poisoning_sweep", timeout=1800,
+        checks=[cells(16, 30), files("summary.md", where="sweep"), custom(_attacked_cells)]),
+    "python -m rag.report <the poisoning sweep folder>": Run(
+        fills={"<the poisoning sweep folder>": "{poisoning_sweep}"},
+        checks=[files_in("poisoning_sweep", "report/attack.png", "report/attack.csv")]),
     "python -m rag.report SWEEP_DIR": Run(fills={"SWEEP_DIR": JUDGED_SWEEP},
                                           checks=[files_in("judged_sweep", "report/report.md")]),
     "python -m rag.report SWEEP_DIR --latency outputs/benchmarks/latency_at_k.json": Run(
