@@ -64,7 +64,8 @@ NOT_FINGERPRINTED: dict[str, str] = {
 PATH_KEYS = {"data_dir", "cache_dir", "hash_cache_dir", "output_dir"}
 #: keys added after run folders had fingerprints, left out at the value that reproduces the older behaviour so
 #: folders written before them keep resuming (a non-default value is fingerprinted like any other key)
-ADDED_LATER: dict[str, Any] = {"dataset.offset": 0, "llm.n_threads_batch": None, "attack": None}
+ADDED_LATER: dict[str, Any] = {"dataset.offset": 0, "llm.n_threads_batch": None, "attack": None, "query": None,
+                               "generation.max_context_words": None}
 #: the per-answer metrics (`metrics=[f1,em,recall]`, the default) every answer was scored with before metrics became a
 #: config list: at exactly this set they are left out, so older folders resume; any other set is fingerprinted
 DEFAULT_METRICS: dict[str, str] = {"metrics.em._target_": "rag.metrics.qa.ExactMatch",

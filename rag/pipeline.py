@@ -1,4 +1,4 @@
-"""The run: dataset -> retrieve -> rerank -> order -> generate -> records -> metrics, for one config.
+"""The run: dataset -> (query) -> retrieve -> rerank -> order -> generate -> records -> metrics, for one config.
 
 Every stage is built from its YAML with Hydra's `instantiate`. Retrieval and reranking go through the stage
 caches (`rag.stage_cache`), LLM calls through the engine's response cache, and answers are journalled chunk by
@@ -22,11 +22,12 @@ from omegaconf import DictConfig, OmegaConf
 from rag.attack.base import CorpusAttack
 from rag.attack.corpus import AttackedCorpus
 from rag.core.errors import ConfigError
+from rag.core.hashing import stable_hash
 from rag.core.io import atomic_write_json
 from rag.core.secrets import redact
 from rag.data.dataset import Dataset
 from rag.folders import RunFolder
-from rag.generate.base import GenerationContext, GenerationInput, Generator
+from rag.generate.base import GenerationContext, GenerationInput, Generator, cap_context_words
 from rag.judge.run import evaluate_records, judge_nodes
 from rag.llm.base import LLMEngine
 from rag.llm.factory import EngineFactory, build_engine, llm_key
@@ -34,6 +35,7 @@ from rag.metrics.base import AnswerMetric, RecordMetric, RunShape, ScoredAnswer,
 from rag.metrics.registry import REGISTRY
 from rag.metrics.retrieval import cutoff_metrics, recall_at_cutoffs
 from rag.order.ordering import Ordering
+from rag.query.base import QuerySet, QueryWriter
 from rag.records import (
     AnswerRecord,
     GenerationResult,
@@ -43,6 +45,8 @@ from rag.records import (
 )
 from rag.rerank.base import Reranker
 from rag.retrieve.base import Retriever
+from rag.retrieve.fusion import FusionRetriever, alternate_merge
+from rag.retrieve.hybrid import reciprocal_rank_fusion
 from rag.reuse import LOADED
 from rag.stage_cache import StageCache
 
@@ -104,6 +108,10 @@ class Pipeline:
             "rerank", cfg.rerank, lambda: (instantiate(cfg.rerank, llm=self._engine_for(rerank_llm)) if rerank_llm
                                            else instantiate(cfg.rerank)), cfg.cache.llm_responses)
         self.ordering: Ordering = instantiate(cfg.ordering)
+        #: the query stage (`query=hyde | rewrite | decompose | preqrag`); None searches each question as asked
+        self.query_writer: QueryWriter | None = instantiate(cfg.query) if cfg.get("query") else None
+        #: each ranked question's query set, until its answer record takes it
+        self._query_sets: dict[str, QuerySet] = {}
         self.generator: Generator = instantiate(cfg.generator)
         self.stage_cache = StageCache(self.cache_dir, enabled=cfg.cache.stages)
         self.timer = Timer()
@@ -171,7 +179,8 @@ class Pipeline:
         """Model weights loaded by this run (LLM and embedders); 0 for every component reused from a
         previous sweep cell."""
         parts = {"llm": self._engine, "retriever": self.retriever, "rerank": self.reranker}
-        return sum(max(0, _model_loads(part) - self._loads_before.get(slot, 0)) for slot, part in parts.items()
+        seen: set[int] = set()  # an engine shared by the generator and an LLM reranker counts once
+        return sum(max(0, _model_loads(part, seen) - self._loads_before.get(slot, 0)) for slot, part in parts.items()
                    if part is not None)
 
     @property
@@ -190,13 +199,25 @@ class Pipeline:
         corpus = self.dataset.corpus
         self.prepare_index()
         qids, texts = [q.id for q in questions], [q.question for q in questions]
-        with self.timer.stage("retrieve"):
-            deep = self.stage_cache.retrieve(self.retriever, corpus.key, self.dataset.key, qids, texts, self.depth)
+        name = self.stage_cache.retrieval_name(self.retriever, corpus.key, self.dataset.key, self.depth)
+        groups: list[dict[int, list[ScoredPassage]]] = []
+        if self.query_writer is None:
+            with self.timer.stage("retrieve"):
+                deep = self.stage_cache.retrieve(self.retriever, corpus.key, self.dataset.key, qids, texts,
+                                                 self.depth)
+        else:
+            with self.timer.stage("query"):
+                sets = self.write_queries(questions)
+            with self.timer.stage("retrieve"):
+                deep, groups = self.retrieve_query_sets(sets, self.depth)
+            name = f"{name}__q-{self.query_key}"
         retrieved = [r[: self.retriever.k] for r in deep]
         with self.timer.stage("rerank"):
-            name = self.stage_cache.retrieval_name(self.retriever, corpus.key, self.dataset.key, self.depth)
             reranked = self.stage_cache.rerank(self.reranker, f"{name}__k{self.retriever.k}", self.retriever,
                                                qids, texts, retrieved)
+            selected: set[int] = set()
+            if groups and getattr(self.query_writer, "per_group_k", None):
+                reranked, selected = self._select_per_group(questions, name, groups, reranked)
         if self.recall_at:  # recall at every cutoff, from the deep list and the uncut reranked list
             for q, deep_list, reranked_list in zip(questions, deep, reranked):
                 self._cutoff_scores[q.id] = {
@@ -209,7 +230,91 @@ class Pipeline:
                 self.rerank_stats[key] = self.rerank_stats.get(key, 0) + value
         if getattr(self.reranker, "stats", None):
             self.reranker.stats = {}
-        return retrieved, [self.reranker.cut(r) for r in reranked]
+        # a decomposed question's interleaved selection is its context as it is; the others are cut to rerank.k
+        # (and to the writer's `single_k`, PreQRAG's 5), then every context to generation.max_context_words
+        cap = self.cfg.generation.get("max_context_words")
+        single_k = getattr(self.query_writer, "single_k", None)
+        return retrieved, [cap_context_words(r if i in selected else self.reranker.cut(r)[:single_k or None], cap)
+                           for i, r in enumerate(reranked)]
+
+    # -- the query stage ----------------------------------------------------------------------------------------
+    @property
+    def query_key(self) -> str:
+        """Names the query stage's output: the writer's settings and prompts, and the engine that wrote them."""
+        writer = self.query_writer
+        engine = stable_hash(self.engine.identity(), 10) if writer is not None and writer.uses_llm else "rules"
+        return f"{writer.key}-{engine}" if writer is not None else "none"
+
+    def write_queries(self, questions: list[Question]) -> list[QuerySet]:
+        """Each question's queries (the writer batches its LLM steps; the engine's response cache makes a rerun
+        free); kept for the answer records."""
+        writer = self.query_writer
+        engine = self.engine if writer.uses_llm else None
+        sets = writer.write(questions, engine)
+        if len(sets) != len(questions):
+            raise RuntimeError(f"query={writer.name} returned {len(sets)} query sets for {len(questions)} questions")
+        self._query_sets.update({q.id: s for q, s in zip(questions, sets)})
+        return sets
+
+    def retrieve_query_sets(self, sets: list[QuerySet], depth: int
+                            ) -> tuple[list[list[ScoredPassage]], list[dict[int, list[ScoredPassage]]]]:
+        """Search every query with the sources it names, each (source, query) through the stage cache on its own,
+        and fuse each question's lists: the whole set's, and each group's (sub-question's) apart.
+
+        A fusion retriever routes by `Query.source` and fuses its way; a single retriever searches every query
+        and fuses by reciprocal rank fusion (rrf_k 60)."""
+        fusion = self.retriever if isinstance(self.retriever, FusionRetriever) else None
+        sources: dict[str, Retriever] = fusion.sources if fusion else {self.retriever.kind: self.retriever}
+        source_depth = fusion.source_depth(depth) if fusion else depth
+        plans: list[list[tuple[int, str, str]]] = []
+        wanted: dict[str, dict[str, None]] = {name: {} for name in sources}
+        for query_set in sets:
+            plan = []
+            for query in query_set.queries:
+                for name in (fusion.routes(query.source) if fusion else list(sources)):
+                    wanted[name][query.text] = None
+                    plan.append((query.group, name, query.text))
+            plans.append(plan)
+        found: dict[tuple[str, str], list[ScoredPassage]] = {}
+        for name, texts in wanted.items():
+            if texts:
+                lists = self.stage_cache.retrieve_queries(sources[name], self.dataset.corpus.key, list(texts),
+                                                          source_depth)
+                found.update({(name, text): ranked for text, ranked in zip(texts, lists)})
+
+        def fuse(lists: list[list[ScoredPassage]]) -> list[ScoredPassage]:
+            return fusion.fuse(lists, depth) if fusion else reciprocal_rank_fusion(lists)[:depth]
+
+        deep = [fuse([found[(name, text)] for _, name, text in plan]) for plan in plans]
+        groups = [{g: fuse([found[(name, text)] for group, name, text in plan if group == g])
+                   for g in sorted({group for group, _, _ in plan})} for plan in plans]
+        return deep, groups
+
+    def _select_per_group(self, questions: list[Question], name: str, groups: list[dict[int, list[ScoredPassage]]],
+                          reranked: list[list[ScoredPassage]]) -> tuple[list[list[ScoredPassage]], set[int]]:
+        """PreQRAG's context for a decomposed question: each sub-question's candidates reranked against the question
+        (as PreQRAG's `handle_multidoc` does; batched across questions, cached like any rerank), the top `per_group_k`
+        of each kept, and the
+        sub-questions' lists interleaved without duplicates (not cut to rerank.k). Questions without sub-questions
+        keep `reranked`; returns the lists and the positions of the questions selected per group."""
+        per_group_k = int(self.query_writer.per_group_k)
+        ids, texts, candidates, owners = [], [], [], []
+        for i, (question, by_group) in enumerate(zip(questions, groups)):
+            subs = self._query_sets[question.id].groups
+            for g in range(1, len(subs) + 1):
+                if by_group.get(g):
+                    ids.append(f"{question.id}#g{g}")
+                    texts.append(question.question)
+                    candidates.append(by_group[g][: self.retriever.k])
+                    owners.append(i)
+        if not ids:
+            return reranked, set()
+        ranked = self.stage_cache.rerank(self.reranker, f"{name}__groups__k{self.retriever.k}", self.retriever,
+                                         ids, texts, candidates)
+        lists: dict[int, list[list[ScoredPassage]]] = defaultdict(list)
+        for owner, ranked_list in zip(owners, ranked):
+            lists[owner].append(ranked_list[:per_group_k])
+        return [alternate_merge(lists[i]) if i in lists else r for i, r in enumerate(reranked)], set(lists)
 
     def _takes_turns(self) -> bool:
         """generation.release_reranker with an LLM reranker whose engine is not the generator's."""
@@ -354,6 +459,9 @@ class Pipeline:
             if replaced:
                 g = empty_fallback.generate([GenerationInput(q, list(c))], GenerationContext(engine=None))[0]
             row = self.record(q, r, c, g)
+            query_set = self._query_sets.pop(q.id, None)
+            if query_set is not None:
+                row.queries = query_set.to_json()
             if replaced:
                 row.fallback = empty_fallback_name(empty_fallback)
             if self.generator.uses_llm and not row.answer.strip():
@@ -446,13 +554,16 @@ def _reuse_loaded(cfg: DictConfig) -> bool:
     return HydraConfig.initialized() and HydraConfig.get().mode == RunMode.MULTIRUN
 
 
-def _model_loads(component: Any) -> int:
-    """Weight loads counted by a component and the embedders or engines inside it."""
-    if component is None:
+def _model_loads(component: Any, seen: set[int] | None = None) -> int:
+    """Weight loads counted by a component and the embedders or engines inside it, each object once (an LLM
+    reranker holding the generator's own engine does not count its loads again)."""
+    seen = set() if seen is None else seen
+    if component is None or id(component) in seen:
         return 0
+    seen.add(id(component))
     own = getattr(component, "model_loads", 0)
     inner = [getattr(component, name, None) for name in ("embedder", "engine", "first", "second")]
-    return (own if isinstance(own, int) else 0) + sum(_model_loads(part) for part in inner if part is not None)
+    return (own if isinstance(own, int) else 0) + sum(_model_loads(part, seen) for part in inner if part is not None)
 
 
 def format_metrics_table(metrics: dict[str, Any]) -> str:

@@ -154,6 +154,8 @@ class AnswerRecord(BaseModel):
     failure: str | None = None
     #: the attack on this question (`Question.attack`): target answer and planted passage ids; empty when clean
     attack: dict[str, Any] = Field(default_factory=dict)
+    #: what the query stage searched with (`rag.query.base.QuerySet.to_json`); empty without a query stage
+    queries: dict[str, Any] = Field(default_factory=dict)
 
     @model_validator(mode="before")
     @classmethod
@@ -207,8 +209,9 @@ class AnswerRecord(BaseModel):
             out.pop("judges", None)
         if not out.get("qrels"):
             out.pop("qrels", None)
-        if not out.get("attack"):
-            out.pop("attack", None)
+        for optional in ("attack", "queries"):
+            if not out.get(optional):
+                out.pop(optional, None)
         for optional in ("sentences", "failure"):
             if out.get(optional) is None:
                 out.pop(optional, None)

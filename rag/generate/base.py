@@ -7,6 +7,7 @@ prompt, and every intermediate output under `steps`, so a reader can see why an 
 
 from __future__ import annotations
 
+import dataclasses
 from abc import ABC, abstractmethod
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -53,6 +54,23 @@ def cut_words(text: str, max_words: int | None) -> str:
         return text.strip()
     words = text.split()
     return text.strip() if len(words) <= max_words else " ".join(words[:max_words])
+
+
+def cap_context_words(passages: list[ScoredPassage], max_words: int | None) -> list[ScoredPassage]:
+    """The best-ranked passages up to `max_words` words in all (GRAG capped its context at 10,000 words): passages
+    are taken in rank order, the one that crosses the cap is cut to the words left, the rest are dropped."""
+    if not max_words:
+        return list(passages)
+    out, left = [], int(max_words)
+    for item in passages:
+        if left <= 0:
+            break
+        words = item.passage.text.split()
+        if len(words) > left:
+            item = ScoredPassage(dataclasses.replace(item.passage, text=" ".join(words[:left])), item.score, item.rank)
+        out.append(item)
+        left -= len(words)
+    return out
 
 
 class Generator(ABC):
