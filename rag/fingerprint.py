@@ -48,6 +48,8 @@ NOT_FINGERPRINTED: dict[str, str] = {
     "cluster": "cluster settings (partition, account, setup lines)",
     "cache": "cache switches and the shared retrieval depth (a deeper retrieval cut to k is the same list)",
     "resume": "this switch itself",
+    "system": "what an experiment says of the system it reproduces (name, paper, published scores): no setting",
+    "substitutions": "the stand-ins' declaration; the nodes they replaced are fingerprinted as they ran",
     "objective": "the metric reported to Hydra sweepers",
     "judge": "judges re-score every record on every run; their metrics are recomputed, never resumed",
     "metrics.retrieval_measures": "scored again from the stored ranked lists and judgments on every run "

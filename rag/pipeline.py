@@ -102,10 +102,15 @@ class Pipeline:
         self._index_ready = reused and self.retriever.corpus is not None  # a kept index is already loaded
         #: the one engine factory: generator, LLM reranker (Rank-R1) and judges share equal engines
         self.engines = EngineFactory(self.cache_dir, cache_enabled=cfg.cache.llm_responses)
+        self._engine: LLMEngine | None = engine
+        if engine is not None:
+            self.engines.adopt(cfg.llm, engine)  # used, never closed, by this run
+        #: loads each part had before this run (the `engine` property sets the LLM's when it builds it)
+        self._loads_before: dict[str, int] = {"llm": _model_loads(engine)}
         rerank_llm = cfg.rerank.get("llm") if isinstance(cfg.rerank, DictConfig) else None
         self.reranker: Reranker
         self.reranker, _ = self._shared(
-            "rerank", cfg.rerank, lambda: (instantiate(cfg.rerank, llm=self._engine_for(rerank_llm)) if rerank_llm
+            "rerank", cfg.rerank, lambda: (instantiate(cfg.rerank, llm=self._stage_engine(rerank_llm)) if rerank_llm
                                            else instantiate(cfg.rerank)), cfg.cache.llm_responses)
         self.ordering: Ordering = instantiate(cfg.ordering)
         #: the query stage (`query=hyde | rewrite | decompose | preqrag`); None searches each question as asked
@@ -116,11 +121,7 @@ class Pipeline:
         self.stage_cache = StageCache(self.cache_dir, enabled=cfg.cache.stages)
         self.timer = Timer()
         self.rerank_stats: dict[str, float] = {}
-        self._engine: LLMEngine | None = engine
-        if engine is not None:
-            self.engines.adopt(cfg.llm, engine)  # used, never closed, by this run
-        self._loads_before = {"retriever": _model_loads(self.retriever), "rerank": _model_loads(self.reranker),
-                              "llm": _model_loads(engine)}
+        self._loads_before.update({"retriever": _model_loads(self.retriever), "rerank": _model_loads(self.reranker)})
         #: the per-answer metrics the `metrics` group composed (F1, EM, gold recall by default)
         self.answer_metrics: list[AnswerMetric] = build_metrics(cfg.get("metrics"))
         #: recall cutoffs reported after retrieval and rerank (metrics.recall_at), from one deep retrieval
@@ -150,6 +151,13 @@ class Pipeline:
                 self.engines.adopt(self.cfg.llm, self._engine)
             self._loads_before["llm"] = 0 if not reused else _model_loads(self._engine)
         return self._engine
+
+    def _stage_engine(self, llm_cfg: Any) -> LLMEngine:
+        """A stage's engine (an LLM reranker's `rerank.llm`): the generator's own when the configs are equal (GRAG's
+        relevance model is its generator: one load, and its calls count in the run's LLM usage), else its own."""
+        if llm_key(llm_cfg) == llm_key(self.cfg.llm):
+            return self.engine
+        return self._engine_for(llm_cfg)
 
     def _attacker_engine(self) -> LLMEngine | None:
         """The attack's engine (`attack.llm`): the generator's own when the configs are equal, else its own."""

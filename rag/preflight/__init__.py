@@ -22,6 +22,7 @@ from __future__ import annotations
 import difflib
 import hashlib
 import importlib.util
+import json
 import logging
 import os
 import types
@@ -337,19 +338,28 @@ def check_config(cfg: DictConfig, environ: dict[str, str] | None = None) -> list
 
 def check_cells(cfgs: Sequence[DictConfig], environ: dict[str, str] | None = None) -> list[Problem]:
     """Problems of every cell of a sweep, merged: the same message over several cells is one problem."""
+    from rag.preflight.substitutions import apply_substitutions
+
     merged: dict[str, Problem] = {}
     for num, cfg in enumerate(cfgs):
+        apply_substitutions(cfg)
         for message in check_config(cfg, environ):
             merged.setdefault(message, Problem(message)).cells.append(num)
-    ks = []
-    depth = None
+    # cells that search with the same retriever (all but its k) share one retrieval at cache.retrieval_depth
+    shared: dict[str, tuple[list[int], Any]] = {}
     for cfg in cfgs:
         try:
+            node = OmegaConf.to_container(cfg.retriever, resolve=True)
+            node.pop("k", None)
+            group = json.dumps([node, OmegaConf.to_container(cfg.dataset, resolve=True),
+                                OmegaConf.select(cfg, "query")], sort_keys=True, default=str)
+            ks, _ = shared.setdefault(group, ([], None))
             ks.append(int(OmegaConf.select(cfg, "retriever.k")))
-            depth = OmegaConf.select(cfg, "cache.retrieval_depth")
+            shared[group] = (ks, OmegaConf.select(cfg, "cache.retrieval_depth"))
         except Exception:  # noqa: BLE001 - reported above as an unresolvable config
             continue
-    if len(cfgs) > 1 and ks and depth is not None and int(depth) < max(ks):
-        merged["depth"] = Problem(f"cache.retrieval_depth={depth} < the largest retriever.k={max(ks)}: cells "
-                                  f"would not share one retrieval; set cache.retrieval_depth={max(ks)}")
+    for ks, depth in shared.values():
+        if len(ks) > 1 and depth is not None and int(depth) < max(ks):
+            merged["depth"] = Problem(f"cache.retrieval_depth={depth} < the largest retriever.k={max(ks)}: cells "
+                                      f"would not share one retrieval; set cache.retrieval_depth={max(ks)}")
     return list(merged.values())

@@ -24,6 +24,7 @@ from rag.report import attack as attack_mod
 from rag.report import comparison as comparison_mod
 from rag.report import cost as cost_mod
 from rag.report import latency as latency_mod
+from rag.report import leaderboard as leaderboard_mod
 from rag.report import recall as recall_mod
 from rag.report import table1 as table1_mod
 from rag.report.data import SweepData, load
@@ -38,7 +39,8 @@ FIGURES = {"table1": "Table 1: correctness and faithfulness shares per strategy"
            "fig5_latency_at_k": "Fig. 5: runtime per question against k",
            "agreement": "Agreement between evaluations",
            "strategy_cost": "Strategy cost per question",
-           "attack": "Attack success rate and accuracy against planted passages"}
+           "attack": "Attack success rate and accuracy against planted passages",
+           "leaderboard": "Leaderboard: the named systems measured here, their published scores beside"}
 
 
 @dataclass
@@ -192,6 +194,14 @@ def build_report(sweep_dir: str | Path, out_dir: str | Path | None = None, laten
     else:
         report.skipped["attack"] = "no attacked runs (attack=poisonedrag or prompt_injection, metrics asr)"
 
+    # the leaderboard: named systems (`system:` in their experiment files) beside their published scores
+    board = leaderboard_mod.leaderboard_rows(sweep)
+    if board:
+        report.tables["leaderboard"] = [row.flat() for row in board]
+        report.meta["leaderboard_md"] = leaderboard_mod.to_markdown(board)
+    else:
+        report.skipped["leaderboard"] = "no finished run names a system (experiment=liverag_grag, ragtifier, ...)"
+
     for name in report.skipped:  # a part that cannot be drawn now leaves no figure or table of an earlier build
         files = [out / f"{name}.{ext}" for ext in {*formats, "png", "pdf", "svg", "csv"}]
         files.append(out / f"{TABLE_OF.get(name, name)}.csv")
@@ -251,6 +261,8 @@ def to_markdown(report: Report) -> str:
             lines.append("")
         elif name == "attack" and meta.get("attack_md"):
             lines += [meta["attack_md"]]
+        elif name == "leaderboard" and meta.get("leaderboard_md"):
+            lines += [meta["leaderboard_md"]]
         elif name == "strategy_cost" and "strategy_cost" in report.tables:
             lines += _md_table(report.tables["strategy_cost"]) + [""]
     if meta.get("strategy_comparison_md"):

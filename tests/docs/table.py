@@ -204,6 +204,22 @@ def _attacked_cells(ran) -> None:
             assert metrics["attack/poisoned_recall/retrieved/all"] > 0.5, cell.name
 
 
+def _leaderboard_cells(ran) -> None:
+    """Each system of the leaderboard sweep ran on the stand-ins (substitutions=embedded swapped the hosted indexes
+    and GPU models), names itself for the report, and the query stage's queries reach the answer records."""
+    import json
+
+    cells = sorted(p for p in ran.sweep_dir().iterdir() if p.is_dir() and p.name[:1].isdigit())
+    configs = {json.loads((cell / "config.json").read_text())["system"]["name"]: cell for cell in cells}
+    assert sorted(configs) == ["GRAG", "Magikarp", "PreQRAG", "RAGtifier", "TopClustRAG"], sorted(configs)
+    for name, cell in configs.items():
+        config = json.loads((cell / "config.json").read_text())
+        sources = (config["retriever"].get("sources") or {"": config["retriever"]}).values()
+        assert all(s["_target_"].startswith(("rag.retrieve.bm25", "rag.retrieve.dense")) for s in sources), name
+        records = [json.loads(line) for line in (cell / "answers.jsonl").read_text().splitlines()]
+        assert all(bool(r.get("queries")) == (name in ("GRAG", "PreQRAG")) for r in records), name
+
+
 def _check_model_line(ran) -> None:
     assert "claude-haiku-4-5-20251001" in ran.output and "served" in ran.output, ran.result.tail()
 
@@ -379,6 +395,17 @@ ROWS.update({
     "python -m jobs.resubmit SWEEP": Help(why=HELP),
     "python -m rag.generate.crucible_train RUNS... --evaluated EVALUATED... --out FILE": Help(why=HELP),
     # == docs/benchmarks.md: recipes of measured figures ==============================================================
+    "python -m rag.main -m experiment=liverag_grag,liverag_magikarp,liverag_preqrag,liverag_topclust,ragtifier "
+    "substitutions=embedded dataset.limit=10 logger=none": Smoke(
+        why="the leaderboard's recipe (Gemma 3 270M on 10 LiveRAG dev questions, measured): the five systems end to end "
+            "on 3 HotpotQA questions (a small corpus: no dense index of 28,082 passages to build); the generator's "
+            "calls go to the instant endpoint (orchestration only; each component's real-model test runs Gemma 3 "
+            "270M), the judge is the substitution's real SmolLM2-135M",
+        model="instant", reduce=[(r"dataset\.limit=10", "dataset=hotpotqa dataset.limit=3")],
+        makes="leaderboard_sweep", timeout=1800, checks=[cells(5, 3), custom(_leaderboard_cells)]),
+    "python -m rag.report <the leaderboard sweep folder>": Run(
+        fills={"<the leaderboard sweep folder>": "{leaderboard_sweep}"},
+        checks=[files_in("leaderboard_sweep", "report/leaderboard.csv", "report/report.md")]),
     "python -m rag.main experiment=demo logger=none cache.llm_responses=false": Smoke(
         why="the demo's timing recipe (217.9 s measured): 2 of its 20 questions", reduce=[(r"$", " dataset.limit=2")],
         checks=[answers(2, counted_empty=True)], marks=SLOW),
