@@ -13,7 +13,7 @@ def _run(root, name: str, system: str | None, f1: float, calls: int) -> None:
     records = [AnswerRecord(id=f"q{i}", question=f"q{i}", answer="a", scores={"f1": f1}) for i in range(4)]
     metrics = {"n_questions": 4, "answer/f1/all": f1, "judge/liverag/correctness/all": 1.5,
                "recall/retrieval@5_any/all": 0.75, "recall/rerank@5_any/all": 0.5, "llm_calls": calls,
-               "prompt_tokens": 1000, "completion_tokens": 200, "time/total_s": 20.0}
+               "prompt_tokens": 1000, "completion_tokens": 200, "time/total_s": 28.0, "time/index_s": 8.0}
     config = {"retriever": {"k": 50}, "rerank": {"k": 5}}
     if system:
         config["system"] = {"name": system, "published": {"correctness": 1.199, "faithfulness": 0.477,
