@@ -29,6 +29,7 @@ from rag.generate.extractive import ExtractiveGenerator
 from rag.live.guard import DeadlineGuard
 from rag.live.submission import SubmissionSpec
 from rag.pipeline import Pipeline, empty_fallback_name
+from rag.preflight.substitutions import apply_substitutions
 
 log = logging.getLogger(__name__)
 
@@ -126,6 +127,7 @@ class LiveDay:
         """The rung's config: the command line's overrides, then the rung's; a rung never raises a k."""
         overrides = merge_overrides(self.overrides, list(self.guard.rungs[rung].overrides))
         cfg = compose_conf("config", overrides)
+        apply_substitutions(cfg)  # substitutions=embedded: the same stand-ins as `python -m rag.main`
         if rung > 0:
             for key in SMALLER_ONLY:
                 own, new = OmegaConf.select(self.cfg0, key), OmegaConf.select(cfg, key)
