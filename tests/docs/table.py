@@ -396,12 +396,12 @@ ROWS.update({
     "python -m rag.generate.crucible_train RUNS... --evaluated EVALUATED... --out FILE": Help(why=HELP),
     # == docs/benchmarks.md: recipes of measured figures ==============================================================
     "python -m rag.main -m experiment=liverag_grag,liverag_magikarp,liverag_preqrag,liverag_topclust,ragtifier "
-    "substitutions=embedded dataset.limit=10 logger=none": Smoke(
-        why="the leaderboard's recipe (Gemma 3 270M on 10 LiveRAG dev questions, measured): the five systems end to end "
+    "substitutions=embedded dataset.limit=50 logger=none": Smoke(
+        why="the leaderboard's recipe (Gemma 3 270M on 50 LiveRAG dev questions, measured): the five systems end to end "
             "on 3 HotpotQA questions (a small corpus: no dense index of 28,082 passages to build); the generator's "
             "calls go to the instant endpoint (orchestration only; each component's real-model test runs Gemma 3 "
             "270M), the judge is the substitution's real SmolLM2-135M",
-        model="instant", reduce=[(r"dataset\.limit=10", "dataset=hotpotqa dataset.limit=3")],
+        model="instant", reduce=[(r"dataset\.limit=50", "dataset=hotpotqa dataset.limit=3")],
         makes="leaderboard_sweep", timeout=1800, checks=[cells(5, 3), custom(_leaderboard_cells)]),
     "python -m rag.report <the leaderboard sweep folder>": Run(
         fills={"<the leaderboard sweep folder>": "{leaderboard_sweep}"},
