@@ -169,14 +169,27 @@ def expected_overrides(master: dict[str, Any]) -> list[list[str]] | None:
     hydra_cfg = master.get("hydra", {})
     sweeper = str(hydra_cfg.get("sweeper", {}).get("_target_", ""))
     task = hydra_cfg.get("overrides", {}).get("task")
-    if task is None or (sweeper and not sweeper.endswith("BasicSweeper")):
-        return None  # other sweepers (Optuna, ...) choose cells as they go
     from hydra._internal.core_plugins.basic_sweeper import BasicSweeper
     from hydra.core.override_parser.overrides_parser import OverridesParser
+
+    if task is None or (sweeper and not _expands_as_basic(sweeper, BasicSweeper)):
+        return None  # other sweepers (Optuna, ...) choose cells as they go
 
     parsed = OverridesParser.create().parse_overrides(list(task))
     batches = BasicSweeper.split_arguments(parsed, None)
     return [list(job) for batch in batches for job in batch]
+
+
+def _expands_as_basic(target: str, basic: type) -> bool:
+    """Hydra's basic sweeper or a subclass of it (this project's preflight-checking `CheckedSweeper`)."""
+    if target.endswith("BasicSweeper"):
+        return True
+    from hydra.utils import get_class
+
+    try:
+        return issubclass(get_class(target), basic)
+    except Exception:  # noqa: BLE001 - a sweeper that cannot be imported here: its cells are unknown
+        return False
 
 
 def override_dirname(overrides: list[str], master: dict[str, Any]) -> str:

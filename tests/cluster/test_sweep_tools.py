@@ -191,3 +191,15 @@ def test_resubmit_selects_failed_and_missing_cells_with_their_overrides(sweep_di
     assert len(commands) == 1
     assert shlex.split(commands[0].removeprefix("DRY RUN: "))[1:] == [
         "-m", "rag.main", *CELLS[3], f"hydra.run.dir='{sweep_dir / ('3_' + _dirname(CELLS[3]))}'"]
+
+
+@pytest.mark.parametrize("target, expands", [
+    ("hydra_plugins.rag_sweep.sweeper.CheckedSweeper", True),  # the project's default sweeper (hydra/sweeper: checked)
+    ("hydra_plugins.hydra_optuna_sweeper.optuna_sweeper.OptunaSweeper", False)])
+def test_never_started_cells_of_the_projects_own_sweeper_are_found(target, expands):
+    """The cells a sweep under CheckedSweeper (a BasicSweeper that checks every cell first) never started are
+    expected from its overrides as BasicSweeper's are; a sweeper that picks cells as it goes has none to expect."""
+    from rag.sweep.cells import expected_overrides
+
+    master = {"hydra": {"sweeper": {"_target_": target}, "overrides": {"task": TASK}}}
+    assert expected_overrides(master) == (CELLS if expands else None)
