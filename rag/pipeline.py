@@ -570,7 +570,8 @@ def _model_loads(component: Any, seen: set[int] | None = None) -> int:
         return 0
     seen.add(id(component))
     own = getattr(component, "model_loads", 0)
-    inner = [getattr(component, name, None) for name in ("embedder", "engine", "first", "second")]
+    inner = [getattr(component, name, None) for name in ("embedder", "engine")]
+    inner += component.parts() if isinstance(component, Retriever) else []
     return (own if isinstance(own, int) else 0) + sum(_model_loads(part, seen) for part in inner if part is not None)
 
 

@@ -22,13 +22,12 @@ from rag.retrieve.base import Retriever
 
 
 def dense_retrievers(retriever: Retriever | None) -> list[Retriever]:
-    """The dense retrievers inside a retriever (itself, or a hybrid's parts) that can hand out vectors."""
+    """The dense retrievers inside a retriever (itself, or a hybrid's or a fusion's parts) that can hand out vectors."""
     if retriever is None:
         return []
     if hasattr(retriever, "passage_vectors"):
         return [retriever]
-    return [r for part in (getattr(retriever, "first", None), getattr(retriever, "second", None))
-            for r in dense_retrievers(part)]
+    return [r for part in retriever.parts() for r in dense_retrievers(part)]
 
 
 class DenseReranker(Reranker):

@@ -41,6 +41,11 @@ class Retriever(ABC):
     def search(self, queries: list[str], k: int) -> list[list[ScoredPassage]]:
         """Top-k passages per query, best first, ranks 1..k."""
 
+    def parts(self) -> list[Retriever]:
+        """The retrievers this one searches through (a hybrid's two, a fusion's sources): what walks a retriever
+        for its dense indexes or its model loads looks inside through this."""
+        return []
+
     def capacity(self) -> int | None:
         """How many passages a search can return at most: the indexed corpus's (None: a service's index, whose
         size the local corpus does not tell)."""

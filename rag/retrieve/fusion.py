@@ -79,6 +79,9 @@ class FusionRetriever(Retriever):
     def stores_text(self) -> bool:
         return self.corpus is None or any(src.stores_text for src in self.sources.values())
 
+    def parts(self) -> list[Retriever]:
+        return list(self.sources.values())
+
     def prepare(self, corpus: Corpus | None, cache_dir: str | Path) -> None:
         super().prepare(corpus, cache_dir)
         for src in self.sources.values():

@@ -68,6 +68,9 @@ class HybridRetriever(Retriever):
         """Store text whenever a sub-retriever's hits are not all in the dataset corpus (remote indexes)."""
         return self.corpus is None or self.first.stores_text or self.second.stores_text
 
+    def parts(self) -> list[Retriever]:
+        return [self.first, self.second]
+
     def prepare(self, corpus: Corpus | None, cache_dir: str | Path) -> None:
         super().prepare(corpus, cache_dir)
         self.first.prepare(corpus, cache_dir)

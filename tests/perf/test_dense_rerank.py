@@ -64,3 +64,17 @@ def test_static_int8_reranker_calibrates_on_the_retrievers_corpus(data_dir, tmp_
     assert embedder.encoded_passages > 0 and metrics["rerank/vectors_encoded"] == embedder.encoded_passages
     assert (tmp_path / "cache" / "embeddings" / f"{embedder.vector_key}.sqlite").exists()
     pipeline.close()
+
+
+def test_dense_rerank_behind_a_fusion_reads_vectors_from_its_dense_source(data_dir, shared_cache, tmp_path):
+    """A fusion's dense source hands out its vectors as a hybrid's does (the LiveRAG pipelines rerank 2,000 fused
+    candidates per question: re-encoding them cost minutes per run), and its embedder's load is counted."""
+    pipeline = _pipeline(shared_cache, "retriever=fusion", "retriever.depth=20", "cache.stages=false")
+    metrics = pipeline.run(tmp_path / "run")
+    assert pipeline.reranker.embedder.encoded_passages == 0
+    assert metrics["rerank/vectors_from_index"] == 5 * 20 and metrics.get("rerank/vectors_encoded", 0) == 0
+    dense_source = pipeline.retriever.sources["dense"]
+    embedders = {id(e): e for e in (dense_source.embedder, pipeline.reranker.embedder)}
+    assert dense_source.embedder.model_loads == 1
+    assert metrics["model_loads"] == sum(e.model_loads for e in embedders.values())
+    pipeline.close()
