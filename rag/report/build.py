@@ -243,7 +243,7 @@ def to_markdown(report: Report) -> str:
             if "pdf" in files:
                 lines.append(f"\n[PDF]({files['pdf']})")
             lines.append("")
-        else:
+        elif not (name == "leaderboard" and meta.get("leaderboard_md")):  # a table, never a figure
             lines += [f"Not drawn: {report.skipped.get(name, 'no data')}.", ""]
         if name == "table1" and meta.get("table1_md"):
             lines += [meta["table1_md"]]

@@ -36,6 +36,7 @@ def test_every_named_system_gets_a_row_with_its_costs_per_question_and_its_publi
     board = markdown.split("## Leaderboard")[1]
     assert "| GRAG | 0.250 | 1.500 | - | 0.750 | 0.500 | 3.0 | 300 | 5.0 | 1.199 | 0.477 |" in board
     assert "- GRAG: published scores from the LiveRAG report" in board
+    assert "Not drawn" not in board.split("\n## ")[0]  # the leaderboard is a table: nothing was left undrawn
 
 
 def test_a_sweep_without_named_systems_says_why_there_is_no_leaderboard(tmp_path):
@@ -43,5 +44,7 @@ def test_a_sweep_without_named_systems_says_why_there_is_no_leaderboard(tmp_path
     report = build_report(tmp_path / "sweep", formats=("png",), n_boot=20)
     assert "leaderboard" not in report.tables
     assert report.skipped["leaderboard"].startswith("no finished run names a system")
+    markdown = (tmp_path / "sweep" / "report" / "report.md").read_text()
+    assert "Not drawn: no finished run names a system" in markdown.split("## Leaderboard")[1]
     with pytest.raises(KeyError):
         report.tables["leaderboard"]
