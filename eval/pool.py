@@ -18,7 +18,9 @@ from the documents of the compared runs' pools that UMBRELA graded at least "rel
    `pooled_sets.json` (the nugget-set identity of each topic and of the whole set), atomically;
 5. re-score every nugget-based judge of every complete cell (nuggets, ARGUE, Crucible: those the cells ran, plus
    any composed here) against `pooled_create.jsonl` (`eval.main.rejudge`; each result records its topic's
-   `nugget_set`, each cell's metrics.json the set per judge), then write the sweep summary again.
+   `nugget_set`, each cell's metrics.json the set per judge), then write the sweep summary again. The judges
+   re-score with the pool's `judge.llm`; where the engine a cell's judge used differs (by identity, not display
+   name) the pool refuses in one line before any LLM work, unless `pool.rescore_llm=pool` (then a warning says so).
 
     python -m eval.pool sweep_dir=SWEEP                         # llm, seed, dataset: the first complete cell's
     python -m eval.pool sweep_dir=SWEEP llm=gemma3_27b pool.depth=20 pool.threshold=2
@@ -52,7 +54,7 @@ from rag.core.overrides import quote_folder_overrides
 from rag.judge.nugget_sets import TopicNuggets, identity_of
 from rag.judge.run import NUGGETIZER, SETTINGS, build_judge, build_nuggetizer, judge_nodes
 from rag.llm.base import LLMEngine
-from rag.llm.factory import EngineFactory
+from rag.llm.factory import EngineFactory, llm_key
 from rag.records import AnswerRecord
 from rag.sweep.cells import Cell, SweepFolder, load_sweep
 
@@ -328,7 +330,7 @@ def nugget_judges(cfg: DictConfig, cells: Sequence[Cell]) -> dict[str, dict[str,
                           "judge=[nuggets,argue,crucible]); nothing to re-score against the pooled nuggets")
     llm = OmegaConf.to_container(cfg.judge.llm, resolve=True) if cfg.judge.get("llm") is not None else None
     for key, node in nodes.items():
-        node["llm"] = llm  # the pool's judges' engine, as for creation
+        node["llm"] = llm  # the pool's judges' engine, as for creation (the cells' own: `rescore_engine_check`)
         build_judge(key, node)  # a node that cannot be built fails here, before any LLM work
     return nodes
 
@@ -342,6 +344,8 @@ class PoolOutcome:
     summary: Any = None
     #: the nugget-based judges re-scored in every cell
     judges: list[str] = field(default_factory=list)
+    #: what the re-score changed that the cells did not choose (the judge's engine, `pool.rescore_llm=pool`)
+    warnings: list[str] = field(default_factory=list)
 
 
 def warn_if_settings_differ(cfg: DictConfig, cells: Sequence[Cell]) -> None:
@@ -357,6 +361,57 @@ def warn_if_settings_differ(cfg: DictConfig, cells: Sequence[Cell]) -> None:
     if differ:
         log.warning("judge.%s here differs from the cells' in %s: the pooled nuggets are made with the settings "
                     "given here (set judge.%s.<key>=... to match)", NUGGETIZER, ", ".join(differ), NUGGETIZER)
+
+
+#: `pool.rescore_llm`: "match" (the pool's judge engine must be the one the cells' judges used) or "pool" (re-score
+#: every cell with the pool's judge engine, said in a warning)
+RESCORE_LLM = ("match", "pool")
+
+
+def _engine_identity(engines: EngineFactory, llm: Any) -> tuple[str, Any]:
+    """An engine config's display name and identity (`LLMEngine.identity`: model by content, backend settings);
+    the config itself where no engine can be built from it (a cell's engine class that is gone)."""
+    try:
+        engine = engines.get(llm)
+        return engine.model, engine.identity()
+    except Exception:  # noqa: BLE001 - compared as configs: a config that cannot be built is another engine
+        name = llm.get("model") or llm.get("model_name") or llm.get("_target_") if isinstance(llm, Mapping) else llm
+        return str(name), llm
+
+
+def rescore_engine_check(cfg: DictConfig, cells: Sequence[Cell], judges: Mapping[str, Any],
+                         engines: EngineFactory) -> str | None:
+    """The pool re-scores the cells' nugget judges with its own judge engine (`judge.llm`); where a cell's judge
+    used another engine (compared by identity, not display name) its values would silently change judge. Refused
+    in one line, unless `pool.rescore_llm=pool` allows it: then the one-line warning is returned (None: same)."""
+    allow = str(OmegaConf.select(cfg, "pool.rescore_llm", default="match"))
+    if allow not in RESCORE_LLM:
+        raise ConfigError(f"pool.rescore_llm={allow!r}: one of {list(RESCORE_LLM)} (match: the cells' judge engine "
+                          f"only; pool: re-score every cell with the pool's judge.llm)")
+    here = OmegaConf.to_container(cfg.judge.llm, resolve=True) if cfg.judge.get("llm") is not None else None
+    if here is None:
+        return None
+    differ: list[tuple[str, str, str]] = []
+    pool_name, pool_identity = _engine_identity(engines, here)
+    for cell in cells:
+        saved = cell.run.saved_config.get("judge") or {}
+        for key in judges:
+            node = saved.get(key) if isinstance(saved, Mapping) else None
+            used = node.get("llm") if isinstance(node, Mapping) else None
+            if isinstance(used, Mapping) and llm_key(used) != llm_key(here):
+                name, identity = _engine_identity(engines, used)
+                if identity != pool_identity:
+                    differ.append((cell.name, key, name))
+    if not differ:
+        return None
+    cell_name, key, name = differ[0]
+    others = f" (and {len(differ) - 1} more cell judges)" if len(differ) > 1 else ""
+    what = (f"eval.pool re-scores with judge.llm={pool_name}, but cell {cell_name}'s judge.{key} used {name}"
+            f"{others}, another engine (compared by identity, not display name)")
+    if allow == "pool":
+        return f"{what}: every cell's nugget judges re-scored with the pool's engine (pool.rescore_llm=pool)"
+    raise ConfigError(f"{what}: set judge.llm to the cells' judge engine (e.g. llm@judge.llm=<conf/llm name>), or "
+                      f"pool.rescore_llm=pool to re-score every cell with the pool's")
 
 
 def pool_sweep(cfg: DictConfig, factory: EngineFactory | None = None) -> PoolOutcome:
@@ -382,6 +437,9 @@ def pool_sweep(cfg: DictConfig, factory: EngineFactory | None = None) -> PoolOut
                                                                                        default=True)))
     rescored: dict[str, dict[str, Any]] = {}
     try:
+        warning = rescore_engine_check(cfg, cells, judges, engines)  # before any LLM work
+        if warning:
+            log.warning("%s", warning)
         result = pool.build(engines.get(nuggetizer.llm or cfg.judge.llm), records, sweep.dir / POOL_DIR)
         if not result.sets:
             raise DataError(f"{sweep.dir}: no topic got nuggets ({len(result.no_relevant)} of {len(result.topics)} "
@@ -406,19 +464,20 @@ def pool_sweep(cfg: DictConfig, factory: EngineFactory | None = None) -> PoolOut
     summary = summarize(sweep.dir, wandb=bool(summary_cfg.get("wandb", False)),
                         n_boot=int(summary_cfg.get("bootstrap", 200)),
                         agreement_reference=str(summary_cfg.get("agreement_reference", "auto")))
-    return PoolOutcome(sweep.dir, result, rescored, summary, list(judges))
+    return PoolOutcome(sweep.dir, result, rescored, summary, list(judges), [warning] if warning else [])
 
 
 def describe(outcome: PoolOutcome) -> str:
     """What the command did, in a few lines for the terminal."""
     pool = outcome.pool
-    lines = [f"{outcome.sweep}: {len(pool.topics)} topics pooled, {len(pool.sets)} with nuggets (nugget set "
-             f"{pool.nugget_set}); {len(pool.no_relevant)} without a passage at or above the threshold, "
-             f"{len(pool.create_failed)} failed creation, {pool.unreadable_grades} grades unreadable",
-             f"re-scored {len(outcome.rescored)} cells ({', '.join(outcome.judges)}): " + json.dumps(
-                 {name: {k: v for k, v in m.items() if k in SHOWN} for name, m in outcome.rescored.items()},
-                 default=str),
-             "files: " + ", ".join(str(p) for p in pool.files.values())]
+    lines = [f"WARNING: {w}" for w in outcome.warnings]
+    lines += [f"{outcome.sweep}: {len(pool.topics)} topics pooled, {len(pool.sets)} with nuggets (nugget set "
+              f"{pool.nugget_set}); {len(pool.no_relevant)} without a passage at or above the threshold, "
+              f"{len(pool.create_failed)} failed creation, {pool.unreadable_grades} grades unreadable",
+              f"re-scored {len(outcome.rescored)} cells ({', '.join(outcome.judges)}): " + json.dumps(
+                  {name: {k: v for k, v in m.items() if k in SHOWN} for name, m in outcome.rescored.items()},
+                  default=str),
+              "files: " + ", ".join(str(p) for p in pool.files.values())]
     files: Mapping[str, Path] = getattr(outcome.summary, "files", {}) or {}
     if files.get("markdown"):
         lines.append(f"summary: {files['markdown']}")

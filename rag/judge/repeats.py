@@ -9,8 +9,13 @@ Without an override, repeat 0 is the judge's ordinary verdict; with one, all N r
 ordinary verdict stays as the judge's config made it. The response cache keys on every sampling parameter, the
 seed included, so each repeat is its own cache entry and a rerun repeats nothing.
 
+A repeat gets the judge's full context (`EvalContext`) with only its files moved: a nugget-based judge (nuggets,
+ARGUE, Crucible: `uses_nuggets`) repeats its assignment over the run's one nugget set, the one its ordinary verdict
+used, never a set made again per repeat.
+
 Every verdict is stored with the answer, under `record.judges[<judge>]["repeats"]`: one entry per repeat, with
-its seed offset, temperature and per-answer values. Per judge and evaluation the run metrics say how well the
+its seed offset, temperature and per-answer values (and, for a nugget-based judge, the `nugget_set` it was scored
+against). Per judge and evaluation the run metrics say how well the
 judge agrees with itself: `noise/<evaluation>/alpha` (Krippendorff's alpha over answers x repeats, at the level of
 measurement of the judge's scale: `Judge.measurement`), `/answer_sd` (mean over answers of the sd of their
 verdicts), `/changed` (share of answers whose verdict changed), `/run_mean_sd` (sd over repeats of the run's mean)
@@ -29,6 +34,7 @@ from typing import Any
 import numpy as np
 
 from rag.judge.base import EvalContext, Judge
+from rag.judge.nugget_sets import NUGGET_SET
 from rag.llm.base import Completion, LLMEngine, LLMRequest
 from rag.metrics.stats import answer_spread, self_agreement
 from rag.records import AnswerRecord
@@ -84,7 +90,9 @@ def repeat_judge(judge: Judge, records: Sequence[AnswerRecord], engine: LLMEngin
             judged = list(records)  # repeat 0 is the ordinary verdict, already there
         else:
             judged = [record.model_copy(deep=True) for record in records]
-            where = EvalContext(run_dir=ctx.run_dir / "judge_repeats" / judge.name / f"r{r}", cache_dir=ctx.cache_dir)
+            # the judge's full context, only its files elsewhere: a nugget-based judge repeats its assignment over
+            # the run's one nugget set (`ctx.nuggets`), never a set made again per repeat
+            where = dataclasses.replace(ctx, run_dir=ctx.run_dir / "judge_repeats" / judge.name / f"r{r}")
             judge.evaluate(judged, ReseededEngine(engine, r, temperature), where)  # type: ignore[arg-type]
         for i, copy in enumerate(judged):
             result = copy.judges.get(judge.name)
@@ -92,6 +100,8 @@ def repeat_judge(judge: Judge, records: Sequence[AnswerRecord], engine: LLMEngin
                                      "values": judge.answer_values(copy)}
             if isinstance(result, Mapping) and result.get("parse_failed"):
                 entry["parse_failed"] = True
+            if isinstance(result, Mapping) and result.get(NUGGET_SET):  # the set each repeat was scored against
+                entry[NUGGET_SET] = result[NUGGET_SET]
             stored[i].append(entry)
     for record, entries in zip(records, stored):
         if isinstance(record.judges.get(judge.name), dict):

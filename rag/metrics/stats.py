@@ -42,12 +42,18 @@ def plural(n: int, unit: str) -> str:
 
 
 # -- intervals ----------------------------------------------------------------------------------------------
+#: why a paired interval is one point: every question scored alike by both, or every difference the same
+IDENTICAL = "identical per-question scores"
+CONSTANT = "constant paired difference"
+
+
 @dataclass(frozen=True)
 class Interval:
-    """A confidence interval, or none with the reason it cannot be estimated."""
+    """A confidence interval, or none with the reason it cannot be estimated (a zero-width one says why too)."""
 
     low: float = math.nan
     high: float = math.nan
+    #: why there is none, or why a defined one has no width (`IDENTICAL`, `CONSTANT`)
     reason: str = ""
 
     @property
@@ -157,8 +163,8 @@ def paired_comparison(a: Sequence[float], b: Sequence[float], permutations: int 
     reason = too_few_units(n, unit)
     if reason:
         interval = Interval(reason=reason)
-    elif not diff.any() or np.all(diff == diff[0]):  # one value resampled: scipy warns; the interval is that value
-        interval = Interval(float(diff[0]), float(diff[0]))
+    elif np.all(diff == diff[0]):  # one value resampled: scipy warns; the interval is that value, and says why
+        interval = Interval(float(diff[0]), float(diff[0]), IDENTICAL if diff[0] == 0 else CONSTANT)
     else:
         boot = scipy_bootstrap((x, y), _difference_of_means, paired=True, vectorized=True, n_resamples=bootstrap,
                                confidence_level=confidence, method="percentile", rng=np.random.default_rng(seed))

@@ -112,18 +112,16 @@ class RankR1Reranker(Reranker):
 
     @property
     def key(self) -> str:
+        """The engine by identity (model by content, LoRA adapter, backend settings: `LLMEngine.identity`, as the
+        other LLM stages key), the prompt's text and the tournament's settings; the hash comes before the model's
+        display name, so the 80-character slug never cuts it."""
+        template = self.template
+        identity = self.engine.identity() if self.engine is not None else None
         model = self.engine.model if self.engine is not None else "no-llm"
+        digest = stable_hash([identity, template.system, template.user, list(template.stop_plain)], 10)
         words = f"-w{self.passage_words}" if self.passage_words else ""
-        return slug(f"rank_r1-{model}{self._adapter_tag()}-c{self.num_child}-d{self.sort_depth}"
-                    f"-t{self.temperature:g}{words}-{self.prompt_name}")
-
-    def _adapter_tag(self) -> str:
-        """A LoRA engine's adapter by content (another adapter under the same name is another ranking)."""
-        if self.engine is None or not getattr(self.engine, "lora", None):
-            return ""
-        if getattr(self, "_adapter", None) is None:
-            self._adapter = f"-lora{stable_hash(self.engine.model_identity().get('lora'), length=10)}"
-        return self._adapter
+        return slug(f"rank_r1-c{self.num_child}-d{self.sort_depth}-t{self.temperature:g}{words}-{self.prompt_name}"
+                    f"-{digest}-{model}")
 
     @property
     def template(self) -> PromptTemplate:

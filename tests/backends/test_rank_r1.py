@@ -140,6 +140,25 @@ def test_needs_an_engine_and_names_it_in_the_key():
     assert RankR1Reranker(llm=OracleEngine(), sort_depth=5).key != RankR1Reranker(llm=OracleEngine()).key
 
 
+
+def test_the_key_names_the_engine_by_identity_not_by_its_display_name():
+    """Two engines shown as "oracle" with other weights (or endpoint, quantisation, adapter) rank differently:
+    Rank-R1's stage cache keys them apart, as every other LLM stage does (`LLMEngine.identity`)."""
+
+    class Weights(OracleEngine):
+        def __init__(self, weights: str):
+            super().__init__()
+            self.weights = weights
+
+        def model_identity(self):
+            return {"name": self.model, "sha256": self.weights}
+
+    a, b = Weights("aaaa"), Weights("bbbb")
+    assert a.model == b.model == "oracle"
+    assert RankR1Reranker(llm=a).key != RankR1Reranker(llm=b).key
+    assert RankR1Reranker(llm=a).key == RankR1Reranker(llm=Weights("aaaa")).key  # same engine, same cache
+    assert RankR1Reranker(llm=a).key.endswith("-oracle")
+
 @pytest.mark.slow
 def test_end_to_end_with_gemma_270m(data_dir):
     """The real small model through llama.cpp: runs the whole tournament; a 270M base model rarely answers in

@@ -5,15 +5,17 @@ from __future__ import annotations
 
 import json
 import math
+import re
 
 import krippendorff
 import numpy as np
 import pytest
+from evaltools import ScriptedEngine, factory_with, judge_root, prompt_text, synthetic_records
 
 from rag.core.errors import ConfigError
 from rag.folders import RunFolder
 from rag.judge.repeats import REPEAT_SEED_STRIDE, ReseededEngine
-from rag.judge.run import repeat_settings
+from rag.judge.run import evaluate_records, repeat_settings
 from rag.llm.asking import retry_params
 from rag.llm.base import LLMRequest, SamplingParams
 from rag.preflight import check_config
@@ -38,6 +40,46 @@ def test_repeat_requests_move_the_seed_and_keep_retries_apart():
     # said before any work, with the other config problems
     problems = check_config(compose_config(["judge=[liverag]", "judge.repeats=0"]))
     assert "judge.repeats=0: a whole number of judgements per answer, at least 1" in problems
+
+
+def _nugget_model(request: LLMRequest) -> str:
+    """Creation (one nugget per passage shown), importance (all vital), assignment (support in the ordinary
+    verdict, not_support in a repeat: the seed says which) and ARGUE's YES/NO checks (YES)."""
+    text = prompt_text(request)
+    if "Update the list of atomic nuggets" in text:
+        current = json.loads(re.search(r"Current nugget list \(\d+ nuggets\): (\[.*\])", text).group(1))
+        return json.dumps({"nuggets": current + [f"about {s}" for s in re.findall(r"^\[\d+\] (\S+)", text,
+                                                                                    flags=re.MULTILINE)]})
+    if "Nuggets:" in text:
+        nuggets = json.loads(re.search(r"Nuggets: (\[.*\])", text).group(1))
+        if "Answer:" not in text:
+            return json.dumps({"labels": ["vital"] * len(nuggets)})
+        label = "support" if request.params.seed < REPEAT_SEED_STRIDE else "not_support"
+        return json.dumps({"labels": [label] * len(nuggets)})
+    return "YES"
+
+
+def test_nugget_judges_repeat_over_the_runs_one_nugget_set(tmp_path):
+    """Issue 51: `judge.repeats` with a nugget-based judge ended the evaluation (the repeat's context had no nugget
+    set). Now nuggets and ARGUE repeat their assignment over the run's one set: made once, never per repeat."""
+    root = judge_root("nuggets", "argue")
+    root.judge.repeats = 2
+    engine = ScriptedEngine(_nugget_model)
+    records = synthetic_records(2)
+    metrics = evaluate_records(root.judge, records, tmp_path / "run", tmp_path / "cache", factory_with(engine, root))
+    created = [r for b in engine.batches for r in b if "Update the list of atomic nuggets" in prompt_text(r)]
+    assert len(created) == 2  # one creation per topic, for the run: none for the repeat
+    for judge, value in (("nuggets", "nuggets/vital_strict"), ("argue", "argue/nugget_recall")):
+        topics = metrics[f"{judge}/nugget_set"]["topics"]
+        assert set(topics) == {"q0", "q1"} and metrics[f"noise/{value}/repeats"] == 2
+        for record in records:
+            result = record.judges[judge]
+            repeats = result["repeats"]
+            assert [e["repeat"] for e in repeats] == [0, 1] and all(value in e["values"] for e in repeats)
+            assert [e["nugget_set"] for e in repeats] == [result["nugget_set"]] * 2 == [topics[record.id]] * 2
+            assert [e["values"][value] for e in repeats] == [1.0, 0.0]  # the repeat judged again (other seed)
+    assert (tmp_path / "run" / "judge_repeats" / "argue" / "r1" / "argue" / "scores.jsonl").is_file()
+    assert "## Judge noise" in (tmp_path / "run" / "eval_report.md").read_text()
 
 
 ARGS = ["dataset=liverag_dev", "dataset.limit=2", "retriever=bm25", "retriever.k=5", "rerank.k=1",

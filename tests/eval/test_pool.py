@@ -25,10 +25,20 @@ from eval.agreement import NuggetSetMismatch, check_nugget_sets, load_run
 from eval.agreement import main as agreement_main
 from eval.main import rejudge
 from eval.nuggets import AutoNuggetizer, topic_from_record
-from eval.pool import NuggetPool, pool_sweep, pool_topics, record_passages, text_id
+from eval.pool import (
+    NuggetPool,
+    complete_cells,
+    describe,
+    nugget_judges,
+    pool_sweep,
+    pool_topics,
+    record_passages,
+    rescore_engine_check,
+    text_id,
+)
 from eval.summary import summarize
 from eval.umbrela import GradeItem, UmbrelaGrader, build_grader, parse_final_score
-from rag.core.errors import DataError, MissingDataError
+from rag.core.errors import ConfigError, DataError, MissingDataError
 from rag.core.io import atomic_write_jsonl, read_jsonl
 from rag.judge.nugget_sets import nugget_set_hash
 from rag.judge.run import evaluate_records
@@ -37,6 +47,7 @@ from rag.llm.cache import ResponseCache
 from rag.llm.factory import EngineFactory
 from rag.records import AnswerRecord
 from rag.report.build import build_report
+from rag.sweep.cells import load_sweep
 from tests.cluster.helpers import offline_runs, read_wandb_run
 
 CONF = REPO / "conf"
@@ -78,6 +89,17 @@ class PoolEngine(ScriptedEngine):
 
     def __init__(self, model: str = "pool-scripted", cache: ResponseCache | None = None):
         super().__init__(respond_argue, cache=cache, model=model)
+
+
+class WeightsEngine(PoolEngine):
+    """The scripted model under one display name with other weights (`LLMEngine.identity` tells them apart)."""
+
+    def __init__(self, model: str = "pool-scripted", weights: str = "a", cache: ResponseCache | None = None):
+        super().__init__(model, cache)
+        self.weights = weights
+
+    def model_identity(self) -> dict:
+        return {"name": self.model, "sha256": self.weights}
 
 
 def asked(engine: ScriptedEngine, kind: str) -> list[LLMRequest]:
@@ -532,6 +554,50 @@ def test_a_sweep_that_pools_at_its_end_rescores_every_nugget_judge(tmp_path, mon
         metrics = json.loads((cell / "metrics.json").read_text())
         assert metrics["nuggets/nugget_set"]["topics"] == metrics["argue/nugget_set"]["topics"] == sets["topics"]
     assert (sweep / "summary.md").is_file() and (sweep / "report" / "report.md").is_file()
+
+
+# -- the judges' engine: the cells' own, or said --------------------------------------------------------------
+def _engine_check(sweep: Path, cache: Path, *overrides: str) -> str | None:
+    from eval.main import complete_from_run
+
+    cells = complete_cells(load_sweep(sweep))
+    cfg = complete_from_run(compose_pool(sweep, cache, *overrides), cells[0].dir)
+    engines = EngineFactory(cache)
+    try:
+        return rescore_engine_check(cfg, cells, nugget_judges(cfg, cells), engines)
+    finally:
+        engines.close()
+
+
+def test_the_pool_compares_the_judges_engines_by_identity_not_by_display_name(tmp_path):
+    """Issue 51: the pool re-scores each cell's nugget judges with its own `judge.llm`. Another engine than the
+    cells' judges used is refused; the same engine under another config spelling is not; one display name over
+    other weights is another engine."""
+    cache = tmp_path / "cache"
+    sweep = make_sweep(tmp_path / "a", CELLS[:2], llm={"_target_": "test_pool.WeightsEngine", "weights": "a"})
+    assert _engine_check(sweep, cache) is None  # the first cell's llm: the cells' judges' engine
+    same = "judge.llm={_target_: test_pool.WeightsEngine, model: pool-scripted, weights: a}"
+    assert _engine_check(sweep, cache, same) is None  # another config, the same engine
+    with pytest.raises(ConfigError) as refused:
+        _engine_check(sweep, cache, "judge.llm={_target_: test_pool.WeightsEngine, weights: b}")
+    line = str(refused.value)
+    assert "\n" not in line and line.count("pool-scripted") == 2 and "0_cell's judge.nuggets" in line
+    assert "(and 1 more cell judges)" in line and "pool.rescore_llm=pool" in line and "judge.llm" in line
+    with pytest.raises(ConfigError, match=r"pool.rescore_llm='maybe': one of \['match', 'pool'\]"):
+        _engine_check(sweep, cache, "pool.rescore_llm=maybe")
+
+
+def test_another_judge_engine_is_refused_before_any_llm_work_unless_allowed_then_said(tmp_path):
+    sweep, cache = make_sweep(tmp_path, CELLS[:2], llm={"_target_": "test_pool.PoolEngine"}), tmp_path / "cache"
+    other = "judge.llm={_target_: test_pool.PoolEngine, model: other-judge}"
+    with pytest.raises(ConfigError, match=r"judge.llm=other-judge, but cell 0_cell's judge.nuggets used "
+                                          r"pool-scripted \(and 1 more cell judges\), another engine"):
+        pool_sweep(compose_pool(sweep, cache, other, "pool.depth=2"))
+    assert not (sweep / "nuggets").exists()  # refused before grading anything
+    outcome = pool_sweep(compose_pool(sweep, cache, other, "pool.depth=2", "pool.rescore_llm=pool"))
+    [warning] = outcome.warnings
+    assert "judge.llm=other-judge" in warning and "(pool.rescore_llm=pool)" in warning
+    assert describe(outcome).splitlines()[0] == f"WARNING: {warning}" and len(outcome.rescored) == 2
 
 
 # -- bad input ------------------------------------------------------------------------------------------------

@@ -74,6 +74,19 @@ def test_ties_drop_out_of_the_test_and_identical_scores_give_p_one():
     assert same.p_value == 1.0 and math.isnan(same.effect_size) and math.isnan(same.mdd)
 
 
+def test_a_zero_width_interval_says_why():
+    """Issue 51: identical cells, or a constant paired difference, give a one-point interval: it says why (the
+    reason significance.csv writes as `ci_note`), where it used to be a bare [d, d]."""
+    a = np.array([1, 0, 1, 1, 0, 1, 0, 0] * 5, dtype=float)
+    same = paired_comparison(a, a).interval
+    assert (same.low, same.high, same.reason) == (0.0, 0.0, "identical per-question scores")
+    shifted = paired_comparison(a + 0.25, a).interval
+    assert (shifted.low, shifted.high, shifted.reason) == (0.25, 0.25, "constant paired difference")
+    assert shifted.text() == "[0.250, 0.250]"  # still an interval where intervals are printed
+    varied = paired_comparison(a, a[::-1], bootstrap=200).interval
+    assert varied.low < varied.high and varied.reason == ""
+
+
 def test_holm_and_benjamini_hochberg_against_their_definitions():
     p = [0.01, 0.04, 0.03, 0.005, 0.2, math.nan]
     holm = adjust_pvalues(p, "holm")
