@@ -52,6 +52,7 @@ NOT_FINGERPRINTED: dict[str, str] = {
     "substitutions": "the stand-ins' declaration; the nodes they replaced are fingerprinted as they ran",
     "objective": "the metric reported to Hydra sweepers",
     "judge": "judges re-score every record on every run; their metrics are recomputed, never resumed",
+    "attack.metrics": "the metric options an attack adds to the run's; they are fingerprinted as metrics.<name>",
     "metrics.retrieval_measures": "scored again from the stored ranked lists and judgments on every run "
                                   "(rag.metrics.base.RecordMetric), resumed answers too",
     "generation.chunk_size": "how many answers are journalled per flush",

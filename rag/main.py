@@ -37,6 +37,7 @@ from rag.fingerprint import check_run_dir
 from rag.folders import RunFolder
 from rag.pipeline import Pipeline, format_metrics_table
 from rag.preflight import check_config
+from rag.preflight.attack import add_attack_metrics
 from rag.preflight.substitutions import apply_substitutions
 from rag.sweep.cells import sweep_group
 from rag.sweep.group_keys import force_keys_of_swept_groups
@@ -73,6 +74,7 @@ def run(cfg: DictConfig, run_dir: Path, name: str | None = None, group: str | No
     os.environ.setdefault("HF_HUB_OFFLINE", "1")  # never download a model silently
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
     apply_substitutions(cfg)  # substitutions=embedded: laptop stand-ins for what cannot run here
+    add_attack_metrics(cfg)  # an attacked run measures its attack (saved, fingerprinted and checked with the rest)
     problems = check_config(cfg)
     if problems:
         raise PreflightError(problems)

@@ -52,13 +52,15 @@ class CorpusAttack(ABC):
 
     #: the attack's name in planted passage ids and file names
     name: str = "attack"
+    #: its option of conf/attack/ (how a message names the setting)
+    option: str = "attack"
     #: whether the planted texts come from the attacker LLM (an attack file made elsewhere needs them)
     texts_from_llm: bool = False
 
     def __init__(self, n_passages: int = 5, texts_per_question: int = 5, targets: int | None = None, seed: int = 0,
                  attack_file: str | None = None, answer_prompt: str = "poisonedrag_answer",
                  answer_max_tokens: int = 24, temperature: float = 0.1, prompt_dir: str | None = None,
-                 llm: Any = None):
+                 llm: Any = None, metrics: Sequence[str] = ()):
         if n_passages < 0:
             raise ConfigError(f"attack.n_passages must be 0 or more, got {n_passages}")
         if texts_per_question < n_passages:
@@ -71,6 +73,9 @@ class CorpusAttack(ABC):
         self.answer_prompt, self.answer_max_tokens, self.prompt_dir = answer_prompt, answer_max_tokens, prompt_dir
         #: the attacker's engine config (read by the pipeline, which builds the engine)
         self.llm = llm
+        #: the metric options (conf/metrics/) a run with this attack adds to its own: it measures its attack
+        #: (`rag.preflight.attack.add_attack_metrics` reads them from the config; kept here for the record)
+        self.metrics = tuple(metrics)
 
     # -- what a subclass provides ------------------------------------------------------------------------------
     @abstractmethod

@@ -16,6 +16,7 @@ from rag.llm.base import LLMEngine
 
 class PoisonedRAG(CorpusAttack):
     name = "poisonedrag"
+    option = "poisonedrag"
     texts_from_llm = True
 
     def __init__(self, words: int = 30, corpus_prompt: str = "poisonedrag_corpus", text_temperature: float = 0.7,

@@ -17,6 +17,7 @@ from rag.llm.base import LLMEngine
 
 class PromptInjection(CorpusAttack):
     name = "injection"
+    option = "prompt_injection"
 
     def __init__(self, template: str = "prompt_injection", **kwargs: Any):
         super().__init__(**kwargs)

@@ -76,6 +76,9 @@ def chunk_words(text: str, max_words: int, overlap: int = 0) -> list[str]:
 
 
 class Corpus(ABC):
+    #: whether its file is one `python -m rag.index` reads ({doc_id, text} .jsonl, .jsonl.gz, .parquet), so that a
+    #: sharded index of it can exist (rag/preflight/prebuilt.py)
+    indexable_files: bool = False
     def __init__(self, path: str, data_dir: str | None = None, chunk_words: int | None = 512, overlap_words: int = 0,
                  name: str | None = None, hash_cache_dir: str | None = None):
         self.path = path
@@ -137,6 +140,8 @@ class Corpus(ABC):
 class JsonlCorpus(Corpus):
     """`{doc_id, text}` JSONL (gzip allowed), e.g. LiveRAG's FineWeb sample; other field names by setting (a BEIR
     corpus: `_id`, `text`, `title`; MS MARCO v2.1 segments: `docid`, `segment`, `title`)."""
+
+    indexable_files = True
 
     def __init__(self, path: str, data_dir: str | None = None, chunk_words: int | None = 512, overlap_words: int = 0,
                  name: str | None = None, id_field: str = "doc_id", text_field: str = "text",

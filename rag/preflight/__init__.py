@@ -6,7 +6,8 @@ components declare (`required_env(node)` on the component's class), keys a compo
 take, settings whose value does not have the type the constructor declares (`rerank.k=abc`), sampling settings
 out of range (`temperature < 0`, `top_p` outside (0, 1], `max_tokens < 1`), top-level keys no config declares
 (`+retreiver.k=5`: a typo that would otherwise run at the default k), data files, model paths and packages,
-`rerank.k <= retriever.k` and `cache.retrieval_depth >= max k`, and what a cluster would hit (`rag.preflight.cluster`:
+`rerank.k <= retriever.k` and `cache.retrieval_depth >= max k`, a corpus attack that plants passages while the
+retriever searches an index it cannot reach (`rag.preflight.attack`), and what a cluster would hit (`rag.preflight.cluster`:
 question splits a component learns from that overlap the evaluated set, engines that together ask more GPU memory
 than one device has, token limits below a reasoning model's floor). Each problem is one line; any problem ends the
 command with status 2 and nothing submitted. A single run checks its own config the same way, before any work.
@@ -35,7 +36,9 @@ from typing import Any
 from omegaconf import DictConfig, OmegaConf
 
 from rag.core.components import component_class
+from rag.preflight.attack import unreached_index
 from rag.preflight.cluster import cluster_problems
+from rag.preflight.prebuilt import unbuildable_index
 
 log = logging.getLogger(__name__)
 
@@ -319,6 +322,12 @@ def check_config(cfg: DictConfig, environ: dict[str, str] | None = None) -> list
 
     if "retriever" in data or "generator" in data:
         problems.extend(cluster_problems(data, components))
+    unreached = unreached_index(data)  # a corpus attack against an index it cannot reach
+    if unreached:
+        problems.append(unreached)
+    unbuildable = unbuildable_index(data)  # a prebuilt-index retriever over a corpus rag.index cannot read
+    if unbuildable:
+        problems.append(unbuildable)
     retriever_k = (data.get("retriever") or {}).get("k")
     rerank_k = (data.get("rerank") or {}).get("k")
     if isinstance(retriever_k, int) and isinstance(rerank_k, int) and rerank_k > retriever_k:

@@ -21,6 +21,14 @@ log = logging.getLogger(__name__)
 class Retriever(ABC):
     #: short name used in cache keys and logs
     kind: str = "retriever"
+    #: whether `prepare` indexes the run's own corpus, so that what a corpus attack plants in it is searched
+    #: (rag/attack/); one that searches an index made elsewhere says what it searches (`searched_index`), and a run
+    #: that plants passages refuses it, alone or inside a composite retriever (rag/preflight/attack.py)
+    indexes_local_corpus: bool = True
+    searched_index: str = "the run's corpus"
+    #: whether it searches an index `python -m rag.index` built beforehand from corpus files (the preflight refuses
+    #: it over a corpus that command cannot read: rag/preflight/prebuilt.py)
+    needs_prebuilt_index: bool = False
 
     def __init__(self, k: int = 20):
         if k < 1:
@@ -71,7 +79,11 @@ class Retriever(ABC):
 
 
 class RemoteRetriever(Retriever):
-    """A retriever whose index lives in a service: hits carry their text, `prepare` connects."""
+    """A retriever whose index lives in a service: hits carry their text, `prepare` connects (and indexes nothing:
+    a corpus attack cannot reach it)."""
+
+    indexes_local_corpus = False
+    searched_index = "a hosted index"
 
     def capacity(self) -> int | None:
         return None

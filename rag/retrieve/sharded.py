@@ -67,6 +67,10 @@ class Unit:
 
 class ShardedRetriever(Retriever):
     kind = "sharded"
+    #: it reads an index `python -m rag.index` built from corpus files, never the run's (attacked) corpus
+    indexes_local_corpus = False
+    needs_prebuilt_index = True
+    searched_index = "an index built beforehand by python -m rag.index"
 
     def __init__(self, base: Retriever, k: int = 20, ann: dict[str, Any] | None = None,
                  index_dir: str | None = None, layout: str = "auto"):

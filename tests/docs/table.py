@@ -190,8 +190,9 @@ def _stops(name: str) -> Check:
 
 
 def _attacked_cells(ran) -> None:
-    """Every cell of the poisoning sweep scored the attack; where passages were planted, BM25 retrieved them for
-    their target questions (each starts with its question) and the cell's attack.json lists them."""
+    """Every cell of the poisoning sweep scored the attack with the default metrics (the attack adds its own); where
+    passages were planted, the retriever (BM25 or dense) retrieved them for their target questions (each starts
+    with its question) and the cell's attack.json lists them."""
     import json
 
     for cell in sorted(p for p in ran.sweep_dir().iterdir() if p.is_dir() and p.name[:1].isdigit()):
@@ -361,7 +362,7 @@ ROWS.update({
     "python -m rag.main -m experiment=poisoning": Run(
         why=INSTANT_FULL + "; the attacker's target answers and texts come from it as well", model="instant",
         makes="poisoning_sweep", timeout=1800,
-        checks=[cells(16, 30), files("summary.md", where="sweep"), custom(_attacked_cells)]),
+        checks=[cells(32, 30), files("summary.md", where="sweep"), custom(_attacked_cells)]),
     "python -m rag.report <the poisoning sweep folder>": Run(
         fills={"<the poisoning sweep folder>": "{poisoning_sweep}"},
         checks=[files_in("poisoning_sweep", "report/attack.png", "report/attack.csv")]),
