@@ -46,7 +46,7 @@ from scipy.stats import kendalltau
 
 from rag.core.io import atomic_write_text
 from rag.folders import RunFolder
-from rag.judge.nugget_sets import compare_nugget_sets
+from rag.judge.nugget_sets import NuggetSetGate
 from rag.judge.run import declare_saved_specs
 from rag.metrics.registry import REGISTRY
 from rag.metrics.stats import NAN2, percentile_ci, too_few_units
@@ -241,15 +241,16 @@ def nugget_sets(run: Run) -> dict[str, dict[str, str]]:
 
 def check_nugget_sets(runs: Sequence[Run], evaluations: Sequence[str]) -> None:
     """Refuse to pair runs whose results for one of `evaluations` were scored against different nugget sets on
-    some topic (`rag.judge.nugget_sets.compare_nugget_sets`, the one rule every comparison of cells uses): one
-    NuggetSetMismatch, one line, naming the topic and how many sets (AutoNuggetizer scores every run against one
+    some topic (the comparability gate every consumer of a sweep asks, `rag.judge.nugget_sets.NuggetSetGate`):
+    one NuggetSetMismatch, one line, naming the topic and how many sets (AutoNuggetizer scores every run against one
     set per topic). Any nugget-based judge's values count: nuggets, ARGUE, Crucible."""
     if len(runs) < 2:
         return
     sets = [nugget_sets(run) for run in runs]
+    gate = NuggetSetGate({str(i): s for i, s in enumerate(sets)})
     for evaluation in sorted({e for s in sets for e in s} & set(evaluations)):
-        comparison = compare_nugget_sets(evaluation, {str(i): s.get(evaluation) for i, s in enumerate(sets)})
-        if not comparison.comparable:
+        if not gate.rankable(evaluation):
+            comparison = gate.comparison(evaluation)
             first = next(iter(comparison.differing))
             raise NuggetSetMismatch(
                 f"{evaluation}: topic {first!r} was scored against {comparison.n_sets[first]} distinct nugget "

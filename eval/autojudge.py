@@ -9,11 +9,18 @@ format autojudge-evaluate reads as `tot` (`--eval-format tot`; its loader `autoj
 The run id is the cell's name, the measure the evaluation's name (`judge/liverag/correctness`,
 `nuggets/vital_strict`, `scores/ir/retrieval/nDCG@10`...); which evaluations: every per-answer one present in all
 cells (`eval.agreement.present_evaluations`), or those matching the given glob patterns.
+
+A leaderboard is a ranking, so only of an evaluation the sweep's comparability gate lets rank
+(`rag.judge.nugget_sets.NuggetSetGate`, the summary's): a nugget-based evaluation whose cells scored some topic
+against different nugget sets gets no file (a stale one of an earlier write is removed, since autojudge-evaluate
+would read it as a ranking); its one-line notice goes to `leaderboards/NOT_RANKED.md` instead (a Markdown file, so
+a reader of the folder's `*.txt` leaderboards never takes it for one).
 """
 
 from __future__ import annotations
 
 import fnmatch
+import logging
 import math
 from collections.abc import Sequence
 from pathlib import Path
@@ -22,10 +29,14 @@ from rag.core.hashing import slug
 from rag.core.io import atomic_write_text
 from rag.sweep.cells import load_sweep
 
+log = logging.getLogger(__name__)
+
 #: the folder in the sweep that holds the files
 LEADERBOARD_DIR = "leaderboards"
 #: AutoJudge's topic id of a run's aggregate row
 ALL_TOPICS = "all"
+#: the notices of the evaluations left without a leaderboard (different nugget sets), in the same folder
+NOT_RANKED_FILE = "NOT_RANKED.md"
 
 
 def _token(text: str) -> str:
@@ -48,10 +59,16 @@ def leaderboard_lines(runs: Sequence, evaluation: str) -> list[str]:
     return lines
 
 
+def _file(out: Path, evaluation: str) -> Path:
+    return out / f"{slug(evaluation.replace('/', '-'))}.txt"
+
+
 def write_leaderboards(sweep_dir: str | Path, patterns: Sequence[str] = (), out_dir: str | Path | None = None
                        ) -> dict[str, Path]:
-    """One leaderboard file per evaluation of the sweep's complete cells (evaluation -> file), atomically."""
+    """One leaderboard file per evaluation of the sweep's complete cells that the gate lets rank (evaluation ->
+    file), atomically; the notices of the others in `NOT_RANKED_FILE` (key `not_ranked`), none when all rank."""
     from eval.agreement import evaluation_kind, load_run, present_evaluations
+    from rag.sweep.gate import sweep_gate
 
     sweep = load_sweep(sweep_dir)
     runs = [load_run(c.dir, c.name) for c in sweep.cells if c.complete and c.run.has_answers]
@@ -59,10 +76,23 @@ def write_leaderboards(sweep_dir: str | Path, patterns: Sequence[str] = (), out_
     if patterns:
         names = [e for e in names if any(fnmatch.fnmatchcase(e, p) for p in patterns)]
     out = Path(out_dir) if out_dir else sweep.dir / LEADERBOARD_DIR
+    gate = sweep_gate(sweep)
     written: dict[str, Path] = {}
+    notices = []
     for evaluation in names:
+        if not gate.rankable(evaluation):
+            notices.append(gate.notice(evaluation))
+            _file(out, evaluation).unlink(missing_ok=True)
+            continue
         lines = leaderboard_lines(runs, evaluation)
         if lines:
-            written[evaluation] = out / f"{slug(evaluation.replace('/', '-'))}.txt"
+            written[evaluation] = _file(out, evaluation)
             atomic_write_text(written[evaluation], "\n".join(lines) + "\n")
+    (out / NOT_RANKED_FILE).unlink(missing_ok=True)
+    if notices:
+        log.warning("no AutoJudge leaderboard for %d evaluation(s) scored against different nugget sets: %s",
+                    len(notices), "; ".join(str(n) for n in notices))
+        written["not_ranked"] = out / NOT_RANKED_FILE
+        atomic_write_text(written["not_ranked"], "No leaderboard (cells scored against different nugget sets):\n\n"
+                          + "".join(f"- {n}\n" for n in notices))
     return written

@@ -14,7 +14,15 @@ option) runs over one family per metric: every compared pair in every split, cor
 What it gives the summary: `significance.csv` (one row per comparison), `significance.json` (settings, the
 marks, the smallest visible difference per metric), the "statistically tied with the best" group of every
 column (the best cell and every cell whose difference from it is not significant after correction), and the
-minimum detectable difference (MDD) per metric and split at the sweep's n with the observed paired variance.
+minimum detectable difference (MDD) per metric and split at the sweep's n with the observed paired variance, both
+for one comparison alone (alpha) and at the family-wise level the marks are corrected to (alpha / m, m the
+comparisons of the metric's family: Bonferroni's level, the threshold of Holm's first and most stringent step).
+
+No marks where none can be read as a test: a column the sweep's comparability gate does not let rank (cells that
+scored some topic against different nugget sets, `rag.judge.nugget_sets.NuggetSetGate`) gets its one-line notice
+in `not_ranked` instead of a best and a tied group, and a column in which no comparison has a p-value (no shared
+question left) is `not_tested`; where only some cells could not be tested against the best, they are listed as
+`untested`, never counted as significantly worse.
 Where the cells' judges were repeated (`judge.repeats`), a comparison also says how far re-judging alone would
 move the difference (`judge_noise_sd`) and whether the difference is within that noise.
 
@@ -37,7 +45,7 @@ import numpy as np
 
 from rag.core.errors import ConfigError
 from rag.core.io import atomic_write_json, atomic_write_text
-from rag.judge.nugget_sets import cell_nugget_sets, nugget_set_for, record_nugget_sets, same_nugget_set_topics
+from rag.judge.nugget_sets import NuggetSetGate, cell_sets, nugget_set_for, same_nugget_set_topics
 from rag.metrics.registry import REGISTRY
 from rag.metrics.stats import (
     CORRECTIONS,
@@ -174,7 +182,7 @@ def load_cell(cell: Cell, label: str) -> CellScores:
     names = score_metric_names(cell)
     out = CellScores(name=cell.name, label=label)
     records = cell.run.records()
-    out.nugget_sets = cell_nugget_sets(cell.metrics or {}) or record_nugget_sets(records)
+    out.nugget_sets = cell_sets(cell.metrics, lambda: records)
     for record in records:
         qid = record.id
         out.hops[qid] = record.hop or ""
@@ -276,10 +284,18 @@ class Significance:
     cells: list[CellScores]
     comparisons: list[Comparison]
     baseline: str | None = None
-    #: column (metric/split) -> {"best": [...], "tied": [...]} (all_pairs) or {"better": [...], "worse": [...]}
+    #: column (metric/split) -> {"best": [...], "tied": [...], and "untested": [...] when some cell could not be
+    #: tested against the best} (all_pairs) or {"baseline", "better": [...], "worse": [...]} (baseline)
     marks: dict[str, dict[str, list[str]]] = field(default_factory=dict)
-    #: column -> {"n", "sd_difference", "mdd", "pairs"}
-    mdd: dict[str, dict[str, float]] = field(default_factory=dict)
+    #: column -> {"n", "sd_difference", "pairs", "alike", "alpha", "mdd", "family_size", "alpha_familywise",
+    #: "mdd_familywise", "familywise_level"}
+    mdd: dict[str, dict[str, Any]] = field(default_factory=dict)
+    #: the comparability gate (the summary's, else one over these cells): which columns may be marked at all
+    gate: NuggetSetGate = field(default_factory=lambda: NuggetSetGate({}))
+    #: column -> the gate's notice: no marks (cells scored some topic against different nugget sets)
+    not_ranked: dict[str, str] = field(default_factory=dict)
+    #: column -> why no marks although rankable: no comparison of the column had a p-value
+    not_tested: dict[str, str] = field(default_factory=dict)
 
     @property
     def columns(self) -> list[str]:
@@ -290,10 +306,11 @@ class Significance:
 
 
 def compare_cells(sweep: SweepFolder, settings: Settings, best: Mapping[str, Sequence[str]] | None = None,
-                  swept: Sequence[str] = ()) -> Significance:
+                  swept: Sequence[str] = (), gate: NuggetSetGate | None = None) -> Significance:
     """Test the sweep's complete cells (see the module docstring). `best`: column -> the best cells as the
     summary ranks them (its metrics.json values); without it the best is the highest (or lowest) mean of the
-    per-question scores."""
+    per-question scores. `gate`: the summary's comparability gate (its notices name cells as summary.md does);
+    without it, one over the tested cells' own nugget sets."""
     cells = [c for c in sweep.cells if c.complete and c.run.has_answers]
     scores = [load_cell(c, " ".join(f"{k}={c.values.get(k, '')}" for k in swept) or c.name) for c in cells]
     by_name = {s.name: s for s in scores}
@@ -313,7 +330,13 @@ def compare_cells(sweep: SweepFolder, settings: Settings, best: Mapping[str, Seq
             comparison.p_adjusted = adjusted
             comparison.family_size = sum(not math.isnan(c.result.p_value) for c in family)
         comparisons += family
-    out = Significance(settings, scores, comparisons, baseline)
+    out = Significance(settings, scores, comparisons, baseline,
+                       gate=gate or NuggetSetGate({s.name: s.nugget_sets for s in scores}, {s.name: s.label
+                                                                                            for s in scores}))
+    out.not_ranked = {c: out.gate.notice(c) or "" for c in out.columns if not out.gate.rankable(c)}
+    out.not_tested = {c: "no comparison of the column has a p-value (no shared question to test)"
+                      for c in out.columns if c not in out.not_ranked
+                      and not any(_tested(x) for x in comparisons if x.column == c)}
     out.marks = marks(out, best or {})
     out.mdd = smallest_differences(out)
     return out
@@ -324,12 +347,21 @@ def _mean(cell: CellScores, metric: str, split: str) -> float:
     return float(np.mean(values)) if values else math.nan
 
 
+def _tested(comparison: Comparison) -> bool:
+    """A comparison with a p-value (NaN: no question left to test, e.g. every one scored with another set)."""
+    return not math.isnan(comparison.result.p_value)
+
+
 def marks(sig: Significance, best: Mapping[str, Sequence[str]]) -> dict[str, dict[str, list[str]]]:
     """Per column: the best cells and the cells statistically tied with them (all_pairs), or the cells
-    significantly better / worse than the baseline (baseline)."""
+    significantly better / worse than the baseline (baseline). No entry for a column in `sig.not_ranked` (the
+    gate's notice stands instead) or `sig.not_tested`; a cell whose comparison with the best has no p-value is
+    `untested`, neither tied nor worse."""
     alpha = sig.settings.alpha
     out: dict[str, dict[str, list[str]]] = {}
     for column in sig.columns:
+        if column in sig.not_ranked or column in sig.not_tested:
+            continue
         found = [c for c in sig.comparisons if c.column == column]
         metric, split = found[0].metric, found[0].split
         direction = REGISTRY.direction(column)
@@ -346,22 +378,32 @@ def marks(sig: Significance, best: Mapping[str, Sequence[str]]) -> dict[str, dic
                 continue
             top = (max if direction > 0 else min)(means.values())
             leaders = [k for k, v in means.items() if v == top]
-        tied = []
+        tied, untested = [], []
         for cell in sig.cells:
-            if cell.name in leaders:
+            if cell.name in leaders or math.isnan(_mean(cell, metric, split)):  # no value in this column
                 continue
             against = [c for c in found if {c.a, c.b} == {cell.name, leaders[0]}]
-            if against and not against[0].significant(alpha) and not math.isnan(against[0].result.p_value):
+            if not against or not _tested(against[0]):
+                untested.append(cell.name)
+            elif not against[0].significant(alpha):
                 tied.append(cell.name)
-        out[column] = {"best": leaders, "tied": tied}
+        out[column] = {"best": leaders, "tied": tied, **({"untested": untested} if untested else {})}
     return out
 
 
-def smallest_differences(sig: Significance) -> dict[str, dict[str, float]]:
+#: how significance.json and summary.md name the family-wise level of the MDD
+FAMILYWISE_LEVEL = "alpha / m (Bonferroni; the threshold of Holm's first, most stringent step), m = family_size"
+
+
+def smallest_differences(sig: Significance) -> dict[str, dict[str, Any]]:
     """Per column: the MDD at the median n of its comparisons with the pooled sd of their paired differences
-    (root mean square of the pairs' sds), at alpha and power of the settings (`min_detectable_difference`). Pairs
-    that score every question alike (sd 0) are left out of the pool; a column of only such pairs has no MDD."""
-    out: dict[str, dict[str, float]] = {}
+    (root mean square of the pairs' sds), at the settings' power (`min_detectable_difference`), at two levels:
+    `mdd` at alpha (one comparison alone, before correction) and `mdd_familywise` at alpha / m, m the
+    comparisons with a p-value in the metric's family (every compared pair and split): the level the marks are
+    corrected to, since Holm compares the smallest p-value with alpha / m (BH too). Pairs that score every question
+    alike (sd 0) are left out of the pool; a column of only such pairs has no MDD."""
+    out: dict[str, dict[str, Any]] = {}
+    alpha, power = sig.settings.alpha, sig.settings.power
     for column in sig.columns:
         found = [c.result for c in sig.comparisons if c.column == column and c.result.n >= 2
                  and not math.isnan(c.result.sd_difference)]
@@ -371,8 +413,12 @@ def smallest_differences(sig: Significance) -> dict[str, dict[str, float]]:
         pool = varying or found
         n = int(np.median([r.n for r in pool]))
         sd = float(np.sqrt(np.mean([r.sd_difference ** 2 for r in pool])))
+        family = max([c.family_size for c in sig.comparisons if c.column == column] or [1]) or 1
         out[column] = {"n": n, "sd_difference": sd, "pairs": len(varying), "alike": len(found) - len(varying),
-                       "mdd": min_detectable_difference(sd, n, sig.settings.alpha, sig.settings.power)}
+                       "alpha": alpha, "mdd": min_detectable_difference(sd, n, alpha, power),
+                       "family_size": family, "alpha_familywise": alpha / family,
+                       "mdd_familywise": min_detectable_difference(sd, n, alpha / family, power),
+                       "familywise_level": FAMILYWISE_LEVEL}
     return out
 
 
@@ -419,7 +465,8 @@ def to_json(sig: Significance) -> dict[str, Any]:
                          "alpha": s.alpha, "power": s.power, "permutations": s.permutations,
                          "bootstrap": s.bootstrap, "seed": s.seed},
             "baseline": sig.baseline, "cells": {c.name: c.label for c in sig.cells}, "marks": sig.marks,
-            "mdd": sig.mdd, "n_comparisons": len(sig.comparisons)}
+            "not_ranked": sig.not_ranked, "not_tested": sig.not_tested, "mdd": sig.mdd,
+            "n_comparisons": len(sig.comparisons)}
 
 
 def write(sig: Significance, folder: Path) -> dict[str, Path]:
@@ -446,12 +493,16 @@ def caption(sig: Significance) -> str:
                 f"baseline (`compare=all_pairs` marks the cells tied with the best).")
     return (f"Tested columns (per-answer quality metrics): **bold** marks the best value and every value not "
             f"significantly different from it, the group statistically tied with the best ({test}); a lone bold "
-            f"is significantly better than every other cell. Other columns: the best value in bold, not tested.")
+            f"is significantly better than every other cell it was tested against. Other columns: the best value "
+            f"in bold, not tested; no mark where cells used different nugget sets.")
 
 
 def mark(sig: Significance | None, column: str, cell: str) -> str | None:
-    """How summary.md marks `cell` in `column`: "bold", "better", "worse", "" (tested, unmarked), or None when
-    the column was not tested (the summary's own best-value rule applies)."""
+    """How summary.md marks `cell` in `column`: "bold", "better", "worse", "" (tested and unmarked; or no mark
+    at all: not ranked by the gate, or no comparison had a p-value), or None when the column was not tested (the
+    summary's own best-value rule applies: cost, time)."""
+    if sig is not None and (column in sig.not_ranked or column in sig.not_tested):
+        return ""
     if sig is None or column not in sig.marks:
         return None
     group = sig.marks[column]
@@ -471,7 +522,11 @@ def markdown(sig: Significance) -> str:
             if len(group["best"]) + len(group["tied"]) == len(sig.cells):
                 alike.append(column.removesuffix("/all"))
                 continue
-            tied = ", ".join(sig.label(c) for c in group["tied"]) or "none: significantly better than every other cell"
+            untested = group.get("untested") or []
+            tied = ", ".join(sig.label(c) for c in group["tied"]) or (
+                "none" if untested else "none: significantly better than every other cell")
+            if untested:
+                tied += f"; not tested against {', '.join(sig.label(c) for c in untested)} (no p-value)"
             table.append(f"| {column} | {', '.join(sig.label(c) for c in group['best'])} | {tied} |")
         if table:
             lines += ["| column | best | statistically tied with the best |", "|---|---|---|", *table, ""]
@@ -479,6 +534,10 @@ def markdown(sig: Significance) -> str:
             lines += [f"Every cell statistically tied with the best (no difference the tests can tell): "
                       f"{', '.join(alike)}.", ""]
         lines += ["Single- and multi-hop columns are tested too (`significance.csv`, `significance.json`).", ""]
+    unmarked = [f"- {notice}" for column, notice in sig.not_ranked.items() if column.endswith("/all")]
+    unmarked += [f"- {column}: not tested; {why}" for column, why in sig.not_tested.items() if column.endswith("/all")]
+    if unmarked:
+        lines += ["No best and no tied group (`not_ranked` / `not_tested` in significance.json):", "", *unmarked, ""]
     noisy = [c for c in sig.comparisons if c.within_judge_noise and c.split == "all"]
     if noisy:
         lines += [f"Within the judges' own noise ({len(noisy)} comparisons, split all): the difference is smaller "
@@ -489,10 +548,12 @@ def markdown(sig: Significance) -> str:
     if sig.mdd:
         s = sig.settings
         lines += ["### The smallest difference this sweep can see", "",
-                  f"Minimum detectable difference: the mean paired difference a two-sided paired t-test at alpha "
-                  f"{s.alpha} (before correction) finds with power {s.power}, at the median number of shared "
-                  f"questions and the pooled sd of the observed paired differences (root mean square over the "
-                  f"compared pairs; d_z from the noncentral t, statsmodels TTestPower).", ""]
+                  f"Minimum detectable difference: the mean paired difference a two-sided paired t-test finds with "
+                  f"power {s.power}, at the median number of shared questions and the pooled sd of the observed "
+                  f"paired differences (root mean square over the compared pairs; d_z from the noncentral t, "
+                  f"statsmodels TTestPower), at two levels: family-wise, at {FAMILYWISE_LEVEL} (the comparisons "
+                  f"of the metric's family, every compared pair and split: the level of the marks), and at alpha "
+                  f"{s.alpha} for one comparison alone (before correction).", ""]
         for column, m in sig.mdd.items():
             if not column.endswith("/all"):
                 continue
@@ -501,7 +562,9 @@ def markdown(sig: Significance) -> str:
                              f"questions alike: no spread of paired differences to estimate it from")
             else:
                 lines.append(f"- {column.removesuffix('/all')}: with {m['n']} questions, differences below "
-                             f"{_fmt(m['mdd'])} cannot be told from noise (sd of paired differences "
-                             f"{_fmt(m['sd_difference'])} over {m['pairs']} pairs)")
+                             f"{_fmt(m['mdd_familywise'])} at the family-wise alpha {s.alpha}/{m['family_size']} = "
+                             f"{_fmt(m['alpha_familywise'])} ({_fmt(m['mdd'])} at alpha {s.alpha} uncorrected) "
+                             f"cannot be told from noise (sd of paired differences {_fmt(m['sd_difference'])} over "
+                             f"{m['pairs']} pairs)")
         lines.append("")
     return "\n".join(lines)

@@ -11,8 +11,9 @@ were judged, then the quality and cost metrics with the best value of each colum
 Each metric keeps its own column (`recall/rerank@5` and `@20` are different metrics); what is ranked, and in
 which direction, comes from the metric registry (`rag.metrics.registry`): quality up, cost down, and bookkeeping
 (cache hits, question counts, distributions) never "best". A nugget-based metric (nuggets, ARGUE, Crucible) is
-ranked only when every cell scored each topic against the same nugget set (`rag.judge.nugget_sets`); otherwise
-its one-line notice (which cells, which topics) stands where its best cell would. The
+ranked only when every cell scored each topic against the same nugget set (the sweep's one gate,
+`rag.judge.nugget_sets.NuggetSetGate`, which the paired tests, W&B and the AutoJudge leaderboards ask too);
+otherwise its one-line notice (which cells, which topics) stands where its best cell would. The
 same tables go to one W&B "sweep-summary" run in the sweep's group, with a run id derived from the sweep folder
 so that a re-summary (after a resubmission) updates that run instead of adding another.
 """
@@ -33,16 +34,11 @@ from typing import Any
 from rag.core.errors import ConfigError
 from rag.core.hashing import stable_hash
 from rag.core.io import atomic_write_json, atomic_write_text
-from rag.judge.nugget_sets import (
-    NuggetSetComparison,
-    cell_nugget_sets,
-    compare_nugget_sets,
-    nugget_set_for,
-    record_nugget_sets,
-)
+from rag.judge.nugget_sets import NuggetSetComparison, NuggetSetGate
 from rag.judge.run import declare_saved_specs
 from rag.metrics.registry import REGISTRY
 from rag.sweep.cells import Cell, SweepFolder, load_sweep, read_yaml
+from rag.sweep.gate import sweep_gate
 
 log = logging.getLogger(__name__)
 
@@ -85,6 +81,8 @@ class SweepSummary:
     files: dict[str, Path] = field(default_factory=dict)
     #: nugget-based metrics not ranked: their cells scored some topic against different nugget sets
     not_ranked: dict[str, NuggetSetComparison] = field(default_factory=dict)
+    #: the comparability gate over the complete cells (`rag.judge.nugget_sets.NuggetSetGate`), labels `#<row>`
+    gate: NuggetSetGate = field(default_factory=lambda: NuggetSetGate({}))
 
     @property
     def labels(self) -> dict[str, str]:
@@ -92,8 +90,8 @@ class SweepSummary:
         return {row["cell"]: f"#{i}" for i, row in enumerate(self.rows)}
 
     def notice(self, metric: str) -> str:
-        """The one line a not-ranked metric shows instead of a best cell."""
-        return self.not_ranked[metric].notice(self.labels) + f" ({POOL_HINT.format(sweep=self.sweep.dir)})"
+        """The one line a not-ranked metric shows instead of a best cell (the gate's; "" when rankable)."""
+        return self.gate.notice(metric) or ""
 
     @property
     def model_loads(self) -> int | None:
@@ -155,32 +153,12 @@ def declare_cell_specs(sweep: SweepFolder) -> None:
             log.warning("%s: %s (its metrics are listed, not ranked)", cell.name, problem)
 
 
-#: what makes one nugget set per topic for a sweep and re-scores its nugget-based judges
-POOL_HINT = "python -m eval.pool sweep_dir={sweep} scores every cell against one set"
-
-
-def cells_nugget_sets(sweep: SweepFolder) -> dict[str, dict[str, dict[str, str]]]:
-    """Complete cell -> judge metric prefix -> topic -> nugget-set identity: from metrics.json, else (cells judged
-    before it named the sets) from the answers."""
-    out = {}
-    for cell in sweep.cells:
-        if cell.complete:
-            sets = cell_nugget_sets(cell.metrics or {})
-            if not sets and cell.run.has_answers:
-                sets = record_nugget_sets(cell.run.records())
-            out[cell.name] = sets
-    return out
-
-
-def rank_only_on_one_ruler(summary: SweepSummary, sets: dict[str, dict[str, dict[str, str]]]) -> None:
-    """Take the best-cell mark from every nugget-based metric whose cells scored some topic against different
-    nugget sets (`rag.judge.nugget_sets.compare_nugget_sets`) and keep the comparison for its notice."""
-    for metric in list(summary.best):
-        comparison = compare_nugget_sets(metric, {cell: nugget_set_for(metric, by_prefix)
-                                                  for cell, by_prefix in sets.items()})
-        if not comparison.comparable:
-            del summary.best[metric]
-            summary.not_ranked[metric] = comparison
+def rank_only_on_one_ruler(summary: SweepSummary) -> None:
+    """Take the best-cell mark from every metric the gate does not let rank (a nugget-based metric whose cells
+    scored some topic against different nugget sets) and keep its comparison for the notice."""
+    for metric, comparison in summary.gate.not_rankable(list(summary.best)).items():
+        del summary.best[metric]
+        summary.not_ranked[metric] = comparison
 
 
 def collect(sweep_dir: str | Path) -> SweepSummary:
@@ -214,7 +192,8 @@ def collect(sweep_dir: str | Path) -> SweepSummary:
         target = max(v for v, _ in scored) if direction > 0 else min(v for v, _ in scored)
         best[metric] = Best(metric, direction, target, [c for v, c in scored if v == target])
     summary = SweepSummary(sweep=sweep, swept=swept, metrics=metric_names, rows=rows, best=best)
-    rank_only_on_one_ruler(summary, cells_nugget_sets(sweep))
+    summary.gate = sweep_gate(sweep, summary.labels)
+    rank_only_on_one_ruler(summary)
     return summary
 
 
@@ -297,8 +276,8 @@ def best_rows(summary: SweepSummary) -> list[list[Any]]:
     value and its notice in `note` (best.csv and the W&B best table)."""
     rows: list[list[Any]] = [[b.metric, "max" if b.direction > 0 else "min", b.value, " ".join(b.cells), ""]
                              for b in summary.best.values()]
-    rows += [[m, "max" if metric_direction(m) > 0 else "min", None, "",
-              c.notice() + f" ({POOL_HINT.format(sweep=summary.sweep.dir)})"] for m, c in summary.not_ranked.items()]
+    rows += [[m, "max" if metric_direction(m) > 0 else "min", None, "", summary.gate.notice(m, labels={})]
+             for m in summary.not_ranked]
     return rows
 
 
@@ -390,7 +369,7 @@ def _marked(summary: SweepSummary, metric: str, cell: str, text: str) -> str:
     against a baseline; the best value in bold where the column was not tested."""
     from eval.significance import mark
 
-    if not text or metric in summary.not_ranked:  # cells scored against different nugget sets: no mark at all
+    if not text or not summary.gate.rankable(metric):  # cells scored against different nugget sets: no mark
         return text
     how = mark(summary.significance, metric, cell)
     if how is None:
@@ -409,7 +388,8 @@ def add_significance(summary: SweepSummary, settings: Any = None) -> bool:
     try:
         config = settings if isinstance(settings, Settings) else Settings.from_mapping(settings)
         best = {metric: b.cells for metric, b in summary.best.items()}
-        summary.significance = compare_cells(summary.sweep, config, best=best, swept=summary.swept)
+        summary.significance = compare_cells(summary.sweep, config, best=best, swept=summary.swept,
+                                             gate=summary.gate)
     except ConfigError as err:  # e.g. a baseline that names no cell: one line, the summary without the tests
         log.error("no significance tests: %s", err)
         return False
@@ -541,15 +521,24 @@ def log_wandb(summary: SweepSummary, project: str = "ragtifier", entity: str | N
         from rag.report.wandb_report import log_report
 
         log_report(run, sweep.dir)  # figures, Fig. 4/5 line plots, Table 1 (rag.report; failures logged)
-        run.summary.update({"n_cells": len(summary.rows), "n_complete": summary.n_complete, **scalars})
-        for best in summary.best.values():
-            run.summary[f"best/{best.metric}"] = best.value
-            run.summary[f"best_cell/{best.metric}"] = best.cells[0]
-        for metric in summary.not_ranked:  # no best across rulers: the notice says why
-            run.summary[f"not_ranked/{metric}"] = summary.notice(metric)
+        run.summary.update({"n_cells": len(summary.rows), "n_complete": summary.n_complete, **scalars,
+                            **best_scalars(summary)})
         return run.id
     finally:
         run.finish()
+
+
+def best_scalars(summary: SweepSummary) -> dict[str, Any]:
+    """The W&B summary's `best/<metric>` and `best_cell/<metric>` for every metric the gate lets rank, and
+    `not_ranked/<metric>` (its notice) for every one it does not: no best across nugget sets."""
+    out: dict[str, Any] = {}
+    for best in summary.best.values():
+        if summary.gate.rankable(best.metric):
+            out[f"best/{best.metric}"] = best.value
+            out[f"best_cell/{best.metric}"] = best.cells[0]
+    for metric in summary.gate.not_rankable([*summary.best, *summary.not_ranked]):
+        out[f"not_ranked/{metric}"] = summary.notice(metric)
+    return out
 
 
 def summarize(sweep_dir: str | Path, wandb: bool | dict[str, Any] = True, agreement: Sequence[str] = (),

@@ -10,14 +10,14 @@ its own. Its identity is the hash of its topics' nugget lists; each answer's res
 
 Two cells compare on a nugget-based metric only over the topics where their sets are the same:
 `same_nugget_set_topics` is that rule for a pair of cells (what a paired test over topics should use),
-`compare_nugget_sets` for a whole sweep (the summary, the report and W&B mark a best cell only where it finds no
-difference, and print its `notice` instead).
+`compare_nugget_sets` for a whole sweep, and `NuggetSetGate` the one place every consumer of a sweep asks whether
+a metric may be ranked across its cells (and else which one line to print instead).
 """
 
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -210,3 +210,71 @@ def compare_nugget_sets(metric: str, cells: Mapping[str, Mapping[str, str] | Non
     differing = {t: sorted(c for cells_ in by_id.values() for c in cells_) for t, by_id in sorted(seen.items())
                  if len(by_id) > 1}
     return NuggetSetComparison(metric, differing, {t: len(seen[t]) for t in differing}, len(seen))
+
+
+#: what makes one nugget set per topic for a sweep and re-scores its nugget-based judges (the gate's hint)
+POOL_HINT = "python -m eval.pool sweep_dir={sweep} scores every cell against one set"
+
+
+def cell_sets(metrics: Mapping[str, Any] | None, records: Callable[[], Iterable[AnswerRecord]]
+              ) -> dict[str, dict[str, str]]:
+    """A cell's sets (judge metric prefix -> topic -> identity): metrics.json's, else (cells judged before
+    metrics.json named them) its answers' (`records` is read only then)."""
+    return cell_nugget_sets(metrics or {}) or record_nugget_sets(records())
+
+
+@dataclass
+class NuggetSetGate:
+    """The comparability gate of a sweep: may its cells be ranked on a metric, and if not, the one line why.
+
+    Every consumer that ranks or marks cells asks this gate, so that the rule (a nugget-based metric is compared
+    only where every cell scored each topic against the same nugget set) is applied once and alike: the summary's
+    cells table, best.csv, summary.json and W&B's `best/` / `not_ranked/` scalars (`eval.summary`), the paired
+    tests' marks and their "which differences are real" table (`eval.significance`), the report's tables, strategy
+    comparison and leaderboard (`rag.report.data.SweepData.mark`), the AutoJudge leaderboards (`eval.autojudge`)
+    and the agreement (`eval.agreement.check_nugget_sets`). A metric is nugget-based when a judge prefix of some
+    cell starts it (`nugget_set_for`); every other metric is always rankable.
+    """
+
+    #: cell -> judge metric prefix (or evaluation name) -> topic -> set identity; None: nothing recorded
+    cells: Mapping[str, Mapping[str, Mapping[str, str]] | None]
+    #: cell -> how a notice names it (`#0` in summary.md); its name otherwise
+    labels: Mapping[str, str] = field(default_factory=dict)
+    #: appended to every notice in parentheses: what to run to make the metric rankable (`POOL_HINT`)
+    hint: str = ""
+    _seen: dict[str, NuggetSetComparison] = field(default_factory=dict, init=False, repr=False, compare=False)
+
+    def comparison(self, metric: str) -> NuggetSetComparison:
+        """The cells' sets for `metric` compared (`compare_nugget_sets`), computed once per metric."""
+        if metric not in self._seen:
+            self._seen[metric] = compare_nugget_sets(metric, {cell: nugget_set_for(metric, sets or {})
+                                                              for cell, sets in self.cells.items()})
+        return self._seen[metric]
+
+    def rankable(self, metric: str) -> bool:
+        """True unless some topic of `metric` was scored against different nugget sets in different cells."""
+        return self.comparison(metric).comparable
+
+    def notice(self, metric: str, labels: Mapping[str, str] | None = None) -> str | None:
+        """The one line a not-rankable metric shows instead of any best, tie or ranking; None when rankable."""
+        comparison = self.comparison(metric)
+        if comparison.comparable:
+            return None
+        line = comparison.notice(self.labels if labels is None else labels)
+        return f"{line} ({self.hint})" if self.hint else line
+
+    def not_rankable(self, metrics: Iterable[str]) -> dict[str, NuggetSetComparison]:
+        """Of `metrics`, those not rankable, in order, with their comparisons."""
+        return {m: self.comparison(m) for m in metrics if not self.rankable(m)}
+
+    def judges(self) -> dict[str, NuggetSetComparison]:
+        """Per judge prefix whose cells differ on some topic, its comparison (named `<prefix>*`): the word for
+        every metric of that judge at once."""
+        prefixes = sorted({p for sets in self.cells.values() for p in (sets or {})})
+        out = {}
+        for prefix in prefixes:
+            comparison = compare_nugget_sets(f"{prefix}*", {c: (s or {}).get(prefix) for c, s in self.cells.items()})
+            if not comparison.comparable:
+                out[prefix] = comparison
+        return out
+

@@ -4,7 +4,9 @@ One row per run (strategy first, then the other swept values), one column per an
 summary tested (token F1 and EM, judge fields, nugget, ARGUE and Crucible scores over all questions; recall is
 Fig. 4's), the run's mean from its metrics.json, marked as the summary's paired tests mark it
 (`SweepData.mark`: bold for the group statistically tied with the best, ▲/▼ against a baseline), and under it
-the smallest difference each column can see (`significance.json`'s `mdd`).
+the smallest difference each column can see (`significance.json`'s `mdd`, at the family-wise level of the marks and
+for one comparison alone). A column the sweep's comparability gate does not let rank (`SweepData.gate`: runs that
+scored some topic against different nugget sets) is left out of the table, its one-line notice under it instead.
 """
 
 from __future__ import annotations
@@ -19,9 +21,22 @@ from rag.report.table1 import MARKS_NOTE, marked
 PREFIXES = ("answer/", "judge/", "nuggets/", "argue/", "crucible/")
 
 
+def _candidates(sweep: SweepData) -> list[str]:
+    """Every answer-quality column over all questions that significance.json names (marked or not)."""
+    named = [*(sweep.significance.get("marks") or {}), *(sweep.significance.get("not_ranked") or {})]
+    return [c for c in dict.fromkeys(named) if c.endswith("/all") and c.startswith(PREFIXES)]
+
+
 def columns(sweep: SweepData) -> list[str]:
-    """The tested answer-quality columns over all questions, in the summary's order."""
-    return [c for c in (sweep.significance.get("marks") or {}) if c.endswith("/all") and c.startswith(PREFIXES)]
+    """The tested answer-quality columns over all questions that the gate lets rank, in the summary's order."""
+    tested = sweep.significance.get("marks") or {}
+    return [c for c in _candidates(sweep) if c in tested and sweep.gate.rankable(c)]
+
+
+def not_ranked(sweep: SweepData) -> dict[str, str]:
+    """Column -> the gate's one-line notice, for the columns left out because the runs used different nugget
+    sets."""
+    return {c: sweep.gate.notice(c) or "" for c in _candidates(sweep) if not sweep.gate.rankable(c)}
 
 
 def comparison_rows(sweep: SweepData) -> list[dict[str, Any]]:
@@ -41,25 +56,37 @@ def comparison_rows(sweep: SweepData) -> list[dict[str, Any]]:
 
 
 def to_markdown(sweep: SweepData) -> str:
-    shown = columns(sweep)
-    if not shown:
+    shown, notices = columns(sweep), not_ranked(sweep)
+    if not shown and not notices:
         return ""
-    lines = ["| strategy | " + " | ".join(c.removesuffix("/all") for c in shown) + " |",
-             "|---|" + "---|" * len(shown)]
-    for row in comparison_rows(sweep):
-        cells = [marked(f"{row[c]:.3f}", row[f"{c} mark"]) if row[c] is not None else "-" for c in shown]
-        lines.append(f"| {row['label'].replace('|', '/')} | " + " | ".join(cells) + " |")
-    lines += ["", MARKS_NOTE]
+    lines = []
+    if shown:
+        lines += ["| strategy | " + " | ".join(c.removesuffix("/all") for c in shown) + " |",
+                  "|---|" + "---|" * len(shown)]
+        for row in comparison_rows(sweep):
+            cells = [marked(f"{row[c]:.3f}", row[f"{c} mark"]) if row[c] is not None else "-" for c in shown]
+            lines.append(f"| {row['label'].replace('|', '/')} | " + " | ".join(cells) + " |")
+        lines += ["", MARKS_NOTE]
+    if notices:
+        lines += ["", "Not compared (the runs scored some topic against different nugget sets):", "",
+                  *(f"- {n}" for n in notices.values())]
     mdd = sweep.significance.get("mdd") or {}
     seen = [(c, mdd[c]) for c in shown if isinstance(mdd.get(c), dict)]
     if seen:
         settings = sweep.significance.get("settings") or {}
         lines += ["", f"Smallest difference each column can see (minimum detectable difference of a paired t-test, "
-                      f"alpha {settings.get('alpha')}, power {settings.get('power')}, at the sweep's n with the "
-                      f"pooled sd of the paired differences):"]
+                      f"power {settings.get('power')}, at the sweep's n with the pooled sd of the paired "
+                      f"differences; family-wise at alpha / m, Bonferroni, the threshold of Holm's first step, m the "
+                      f"metric's comparisons, the level of the marks; and at alpha {settings.get('alpha')} for one "
+                      f"comparison alone):"]
         for column, m in seen:
-            value = m.get("mdd")
-            text = "not estimable (the cells score every question alike)" if value is None or \
-                (isinstance(value, float) and math.isnan(value)) else f"{value:.3g}"
+            value, familywise = m.get("mdd"), m.get("mdd_familywise")
+            if value is None or (isinstance(value, float) and math.isnan(value)):
+                text = "not estimable (the cells score every question alike)"
+            elif is_number(familywise):
+                text = (f"{familywise:.3g} family-wise (alpha {settings.get('alpha')}/{m.get('family_size')}), "
+                        f"{value:.3g} at alpha {settings.get('alpha')} uncorrected")
+            else:  # a significance.json written before the family-wise level was recorded
+                text = f"{value:.3g} at alpha {settings.get('alpha')} uncorrected"
             lines.append(f"- {column.removesuffix('/all')}: {text} over {m.get('n')} questions")
     return "\n".join(lines) + "\n"

@@ -20,12 +20,7 @@ from typing import Any
 
 from rag.core.errors import DataError
 from rag.folders import RunFolder, read_json_file
-from rag.judge.nugget_sets import (
-    NuggetSetComparison,
-    cell_nugget_sets,
-    compare_nugget_sets,
-    record_nugget_sets,
-)
+from rag.judge.nugget_sets import POOL_HINT, NuggetSetComparison, NuggetSetGate, cell_sets
 from rag.records import AnswerRecord
 
 log = logging.getLogger(__name__)
@@ -238,9 +233,11 @@ class SweepData:
 
     def mark(self, column: str, run: str) -> str | None:
         """How the sweep summary's tests mark `run` in `column` (`metric/split`): "best", "tied" (statistically
-        tied with the best), "better" / "worse" (than the baseline), "" (tested, no mark); None: not tested."""
+        tied with the best), "better" / "worse" (than the baseline), "" (tested, no mark); None: not tested, or not
+        rankable by the gate (the runs scored some topic against different nugget sets), whatever
+        significance.json says (an older file may still mark such a column)."""
         group = (self.significance.get("marks") or {}).get(column)
-        if not isinstance(group, Mapping):
+        if not isinstance(group, Mapping) or not self.gate.rankable(column):
             return None
         for kind in ("best", "tied", "better", "worse"):
             if run in (group.get(kind) or ()):
@@ -248,16 +245,18 @@ class SweepData:
         return ""
 
     @cached_property
+    def gate(self) -> NuggetSetGate:
+        """The comparability gate over the finished runs (`rag.judge.nugget_sets.NuggetSetGate`, the sweep
+        summary's rule): every table, comparison and leaderboard of the report marks a column only where it
+        lets rank."""
+        return NuggetSetGate({run.name: cell_sets(run.metrics, lambda run=run: run.records) for run in self.runs},
+                             hint=POOL_HINT.format(sweep=self.dir))
+
+    @cached_property
     def nugget_set_conflicts(self) -> dict[str, NuggetSetComparison]:
-        """Nugget-based judges (metric prefix) whose runs scored some topic against different nugget sets
-        (`rag.judge.nugget_sets`): the report compares runs on their metrics only where this names none."""
-        sets = {run.name: cell_nugget_sets(run.metrics) or record_nugget_sets(run.records) for run in self.runs}
-        out = {}
-        for prefix in sorted({p for by_prefix in sets.values() for p in by_prefix}):
-            comparison = compare_nugget_sets(f"{prefix}*", {name: s.get(prefix) for name, s in sets.items()})
-            if not comparison.comparable:
-                out[prefix] = comparison
-        return out
+        """Nugget-based judges (metric prefix) whose runs scored some topic against different nugget sets: the
+        report compares runs on their metrics only where this names none (`gate.judges()`)."""
+        return self.gate.judges()
 
     def latency_files(self) -> list[Path]:
         return sorted(self.dir.glob(LATENCY_GLOB)) + sorted((self.dir / "report").glob(LATENCY_GLOB))
