@@ -35,6 +35,7 @@ from rag.metrics.base import AnswerMetric, RecordMetric, RunShape, ScoredAnswer,
 from rag.metrics.registry import REGISTRY
 from rag.metrics.retrieval import cutoff_metrics, recall_at_cutoffs
 from rag.order.ordering import Ordering
+from rag.preflight.attack import add_attack_metrics, check_attack_reaches_index
 from rag.query.base import QuerySet, QueryWriter
 from rag.records import (
     AnswerRecord,
@@ -80,6 +81,7 @@ class Pipeline:
     """
 
     def __init__(self, cfg: DictConfig, engine: LLMEngine | None = None):
+        check_attack_reaches_index(cfg)  # the preflight's refusal, should a caller have skipped it
         self.cfg = cfg
         self.data_dir = _abs(cfg.paths.data_dir)
         self.cache_dir = Path(_abs(cfg.paths.cache_dir))
@@ -123,6 +125,7 @@ class Pipeline:
         self.rerank_stats: dict[str, float] = {}
         self._loads_before.update({"retriever": _model_loads(self.retriever), "rerank": _model_loads(self.reranker)})
         #: the per-answer metrics the `metrics` group composed (F1, EM, gold recall by default)
+        add_attack_metrics(cfg)  # an attacked run measures its attack (`rag.main.run` has added them already)
         self.answer_metrics: list[AnswerMetric] = build_metrics(cfg.get("metrics"))
         #: recall cutoffs reported after retrieval and rerank (metrics.recall_at), from one deep retrieval
         self.recall_at = sorted({int(k) for k in (cfg.get("metrics") or {}).get("recall_at") or []})
@@ -507,6 +510,8 @@ class Pipeline:
                 values = [r.scores[key] for r in rows if key in r.scores]
                 if values:
                     m[f"{name}/{split}"] = round(mean(values), 6)
+                elif split == "all" and rows:  # a configured metric with nothing to score: said, not silently absent
+                    m[f"unscored/{name}"] = len(rows)
         # recall at every metrics.recall_at cutoff (issue 14): recall/<stage>@<k>[_any|_all]/<split>
         m.update(cutoff_metrics(splits))
         m["parse_failures"] = sum(r.parse_failed for r in records)

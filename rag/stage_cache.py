@@ -15,6 +15,7 @@ from typing import Any
 
 from filelock import FileLock
 
+from rag.core.hashing import cap_name
 from rag.core.io import atomic_write_jsonl, read_jsonl
 from rag.records import Passage, ScoredPassage
 from rag.rerank.base import Reranker
@@ -91,7 +92,7 @@ class StageCache:
 
     def retrieve(self, retriever: Retriever, corpus_key: str, questions_key: str, qids: list[str],
                  queries: list[str], depth: int) -> list[list[ScoredPassage]]:
-        path = self.root / "retrieval" / f"{self.retrieval_name(retriever, corpus_key, questions_key, depth)}.jsonl"
+        path = self.root / "retrieval" / f"{cap_name(self.retrieval_name(retriever, corpus_key, questions_key, depth))}.jsonl"
         by_qid = dict(zip(qids, queries))
         return self._cached(path, qids, lambda ids: retriever.search([by_qid[i] for i in ids], depth), retriever,
                             "retrieval_cache_hits", "retrieval_calls", retriever.stores_text)
@@ -100,7 +101,8 @@ class StageCache:
                queries: list[str], candidates: list[list[ScoredPassage]]) -> list[list[ScoredPassage]]:
         if reranker.is_identity:
             return candidates
-        path = self.root / "rerank" / f"{retrieval_name}__{reranker.key}.jsonl"
+        # a chain of rerankers behind a query stage names a file longer than file systems take: capped, still unique
+        path = self.root / "rerank" / f"{cap_name(f'{retrieval_name}__{reranker.key}')}.jsonl"
         by_qid = {q: (text, cands) for q, text, cands in zip(qids, queries, candidates)}
 
         def compute(ids: list[str]) -> list[list[ScoredPassage]]:
@@ -115,7 +117,7 @@ class StageCache:
         from rag.core.hashing import stable_hash
 
         ids = [stable_hash(q, length=16) for q in queries]
-        path = self.root / "retrieval" / f"{retriever.key}__{corpus_key}__adhoc__depth{depth}.jsonl"
+        path = self.root / "retrieval" / f"{cap_name(f'{retriever.key}__{corpus_key}__adhoc__depth{depth}')}.jsonl"
         by_id = dict(zip(ids, queries))
         return self._cached(path, ids, lambda xs: retriever.search([by_id[i] for i in xs], depth), retriever,
                             "retrieval_cache_hits", "retrieval_calls", retriever.stores_text)

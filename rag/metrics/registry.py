@@ -188,6 +188,9 @@ BUILTIN: tuple[MetricSpec, ...] = (
     _s("gold_docs_missing_from_corpus", "counter", "gold documents the corpus lacks (recall can never reach 1)",
        NONNEG),
     _s("parse_failures", "counter", "answers whose generator output could not be parsed", NONNEG, False),
+    _s("unscored/{metric}", "counter", "answers a configured metric could not score (no gold answer, no "
+       "judgments, no attack target): its column is absent because nothing was measured, and this says so",
+       NONNEG, None, metric=r".+"),
     _s("empty_answers", "counter", "answers an LLM generator left empty (failure=empty_answer; generated again "
        "on resume)", NONNEG, False),
     _s("llm_empty_completions", "counter", "completions still empty after re-asking (never cached)", NONNEG,

@@ -93,6 +93,9 @@ class ShardedRetriever(Retriever):
         self._starts: np.ndarray | None = None
         #: hits take their passages from the dataset's corpus when it is the index's corpus (in memory already)
         self._from_corpus = False
+        #: the base retriever, when the index folder holds the single index a run built in-process (same folder
+        #: name, no shards): searched as one unit, with the scores a sharded build of it would give
+        self._single: Retriever | None = None
 
     @property
     def name(self) -> str:
@@ -111,9 +114,11 @@ class ShardedRetriever(Retriever):
 
     @property
     def stores_text(self) -> bool:
-        return True
+        return self._single.stores_text if self._single is not None else True
 
     def capacity(self) -> int | None:
+        if self._single is not None:
+            return self._single.capacity()
         return int(self.manifest["passages"]) if self.manifest else super().capacity()
 
     # -- loading ------------------------------------------------------------------------------------------------
@@ -125,6 +130,16 @@ class ShardedRetriever(Retriever):
             folder = Path(cache_dir) / "index" / f"{self.name}__{corpus.key}"
         else:
             raise ConfigError("retriever=sharded needs a dataset with a corpus or retriever.index_dir")
+        if (folder / "COMPLETE").is_file() and not (folder / MANIFEST).is_file() and corpus is not None \
+                and not self.index_dir:
+            # `retriever=bm25` (or dense) built its single index of this corpus here in a run: `python -m rag.index`
+            # then finds the folder complete and builds nothing, so the shards never come; the single index is the
+            # same ranking (every score bitwise the base retriever's), searched through the base retriever
+            log.info("sharded: %s holds the single %s index a run built of this corpus; searched as one unit",
+                     folder, self.base.kind)
+            self.base.prepare(corpus, cache_dir)
+            self._single, self.folder = self.base, folder
+            return
         if not (folder / "COMPLETE").is_file() or not (folder / MANIFEST).is_file():
             source = corpus.file() if corpus is not None and not self.index_dir else "<files or glob>"
             raise MissingDataError(
@@ -215,12 +230,16 @@ class ShardedRetriever(Retriever):
         return index
 
     def close(self) -> None:
+        if self._single is not None:
+            self._single.close()
         for unit in self.units:
             unit.store.close()
         self.units, self._merged = [], None
 
     # -- search -------------------------------------------------------------------------------------------------
     def search(self, queries: list[str], k: int) -> list[list[ScoredPassage]]:
+        if self._single is not None:
+            return self._single.search(queries, k)
         if not self.manifest:
             raise RuntimeError("ShardedRetriever.prepare() must run before search()")
         if not queries:
