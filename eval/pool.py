@@ -410,7 +410,7 @@ def rescore_engine_check(cfg: DictConfig, cells: Sequence[Cell], judges: Mapping
             f"{others}, another engine (compared by identity, not display name)")
     if allow == "pool":
         return f"{what}: every cell's nugget judges re-scored with the pool's engine (pool.rescore_llm=pool)"
-    raise ConfigError(f"{what}: set judge.llm to the cells' judge engine (e.g. llm@judge.llm=<conf/llm name>), or "
+    raise ConfigError(f"{what}: set judge.llm to the cells' judge engine (e.g. +llm@judge.llm=<conf/llm name>), or "
                       f"pool.rescore_llm=pool to re-score every cell with the pool's")
 
 

@@ -269,7 +269,7 @@ def self_judging_warnings(data: Mapping[str, Any]) -> list[str]:
         return []
     model = generator.node.get("model_name") or generator.node.get("model") or generator.node.get("model_package")
     return [f"{', '.join(same)}: the judge is the generator's own model ({model}); the papers judge with another "
-            f"LLM than the one that answered (set judge.llm, e.g. llm@judge.llm=<option>)"]
+            f"LLM than the one that answered (set judge.llm, e.g. +llm@judge.llm=<option>)"]
 
 
 def cluster_problems(data: Mapping[str, Any], nodes: Sequence[tuple[str, Mapping[str, Any], Any]]) -> list[str]:

@@ -151,7 +151,7 @@ def test_a_judge_that_is_the_generator_is_one_warning(tmp_path, caplog, monkeypa
     own = _resolved(compose_config(["judge=[liverag,crag]"], tmp_path))
     assert self_judging_warnings(own) == [
         "judge.liverag.llm, judge.crag.llm: the judge is the generator's own model (gemma-3-270m-q4_k_m); the papers "
-        "judge with another LLM than the one that answered (set judge.llm, e.g. llm@judge.llm=<option>)"]
+        "judge with another LLM than the one that answered (set judge.llm, e.g. +llm@judge.llm=<option>)"]
     assert self_judging_warnings(_resolved(compose_config(["experiment=ragtifier"], tmp_path))) == []
     with caplog.at_level(logging.WARNING, logger="rag.preflight.cluster"):
         assert check_config(compose_config(["judge=[liverag]", "llm.seed=7"], tmp_path)) == []  # a warning only
