@@ -40,6 +40,8 @@ TOPIC_TEXT_FIELDS = ("title", "narrative", "query", "text", "question")
 class BeirQueries(QuestionLoader):
     """BEIR's `queries.jsonl`: `{"_id", "text", "metadata"}` per line."""
 
+    has_answers = False
+
     def load(self) -> list[Question]:
         file = self.file()
         out: list[Question] = []
@@ -55,6 +57,8 @@ class TrecTopics(QuestionLoader):
     """TREC topics: JSONL (`.jsonl`/`.json`, gzip allowed; TREC RAG 2025's `{"id", "title"}`) or TSV (TREC RAG
     2024's `qid<TAB>query`, any other suffix). `text_field` names the topic text's field in JSONL (default: the
     first of title, narrative, query, text, question)."""
+
+    has_answers = False
 
     def __init__(self, path: str, data_dir: str | None = None, skip_invalid: bool = False,
                  text_field: str | None = None):
@@ -118,6 +122,8 @@ def _entities(dataset: Any, kind: str, dataset_id: str) -> Iterator[Any]:
 
 class IrDatasetsQueries(QuestionLoader):
     """The queries of an ir_datasets dataset, each by its `default_text()` (ir_datasets' own choice of field)."""
+
+    has_answers = False
 
     def __init__(self, id: str, skip_invalid: bool = False):  # noqa: A002 - ir_datasets' word
         super().__init__(path=f"ir_datasets:{id}", data_dir=None, skip_invalid=skip_invalid)

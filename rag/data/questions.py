@@ -60,6 +60,10 @@ class DeclaredSplit:
 
 
 class QuestionLoader(ABC):
+    #: whether its questions come with gold answers (an attack's incorrect target answer needs a correct one:
+    #: rag/preflight/attack.py refuses an attack on questions without them)
+    has_answers: bool = True
+
     def __init__(self, path: str, data_dir: str | None = None, skip_invalid: bool = False):
         self.path = path
         self.data_dir = data_dir
@@ -164,6 +168,8 @@ class DataMorganaQA(QuestionLoader):
 
 class LiveRagQuestions(QuestionLoader):
     """The organisers' live-day question file: one `{"id", "question"}` per line, no answers."""
+
+    has_answers = False
 
     def load(self) -> list[Question]:
         file = self.file()

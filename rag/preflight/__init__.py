@@ -36,7 +36,7 @@ from typing import Any
 from omegaconf import DictConfig, OmegaConf
 
 from rag.core.components import component_class
-from rag.preflight.attack import unreached_index
+from rag.preflight.attack import answerless_targets, unreached_index
 from rag.preflight.cluster import cluster_problems
 from rag.preflight.prebuilt import unbuildable_index
 
@@ -255,6 +255,31 @@ def _unknown_top_level(data: dict[str, Any]) -> list[str]:
     return out
 
 
+def required_env(cls: Any, node: dict[str, Any]) -> list[str]:
+    """The environment variables a component needs, as its class declares them (`required_env(node)`; none when
+    the class declares nothing or does not import)."""
+    required = getattr(cls, "required_env", None) if cls is not None else None
+    return list(required(node)) if callable(required) else []
+
+
+def data_file(node: dict[str, Any], data_dir: str | None) -> Path | None:
+    """The file a data loader's node reads (`path`, relative to its own `data_dir`, else to the config's); None
+    for a node that is no loader (no `_target_`, `path` and `data_dir`)."""
+    if not (node.get("_target_") and "data_dir" in node and isinstance(node.get("path"), str)):
+        return None
+    file = Path(node["path"]).expanduser()
+    base = node.get("data_dir") or data_dir
+    return Path(base).expanduser() / file if not file.is_absolute() and base else file
+
+
+def config_components(data: dict[str, Any]) -> list[tuple[str, dict[str, Any], Any]]:
+    """(dotted path, node, class or None where `_target_` does not import) of every component a resolved config
+    builds; Hydra's node and the logger's are left out."""
+    return [(path, node, component_class(str(node["_target_"])))
+            for path, node in _nodes({k: v for k, v in data.items() if k not in ("hydra", "logger")})
+            if node.get("_target_")]
+
+
 def _resolved(cfg: DictConfig) -> dict[str, Any]:
     """The task config resolved (Hydra's own node, present in a sweep cell's config, is left out)."""
     if "hydra" in cfg:
@@ -293,24 +318,18 @@ def check_config(cfg: DictConfig, environ: dict[str, str] | None = None) -> list
                         problem = _type_problem(path, key, value, hints[key], owner)
                         if problem:
                             problems.append(problem)
-            required = getattr(cls, "required_env", None) if cls is not None else None
-            if callable(required):
-                for name in required(node):
-                    if not str(env.get(name, "")).strip():
-                        problems.append(f"{path or 'config'}: environment variable {name} is not set "
-                                        f"(needed by {str(target).rsplit('.', 1)[-1]})")
+            for name in required_env(cls, node):
+                if not str(env.get(name, "")).strip():
+                    problems.append(f"{path or 'config'}: environment variable {name} is not set "
+                                    f"(needed by {str(target).rsplit('.', 1)[-1]})")
             served = _served_model_problem(path, cls, node, env) if cls is not None else None
             if served and served not in problems:  # `judge.llm: ${llm}` is the same engine: said once
                 problems.append(served)
         problems.extend(_sampling_problems(path, node))
         # data files: loaders take `path` relative to `data_dir`
-        if target and "path" in node and "data_dir" in node and isinstance(node["path"], str):
-            file = Path(node["path"]).expanduser()
-            base = node.get("data_dir") or data_dir
-            if not file.is_absolute() and base:
-                file = Path(base).expanduser() / file
-            if not file.exists():
-                problems.append(f"{path}.path: data file not found: {file}")
+        file = data_file(node, data_dir)
+        if file is not None and not file.exists():
+            problems.append(f"{path}.path: data file not found: {file}")
         model_path = node.get("model_path")
         if isinstance(model_path, str) and model_path and not Path(model_path).expanduser().exists():
             problems.append(f"{path}.model_path: not found: {model_path}")
@@ -325,6 +344,9 @@ def check_config(cfg: DictConfig, environ: dict[str, str] | None = None) -> list
     unreached = unreached_index(data)  # a corpus attack against an index it cannot reach
     if unreached:
         problems.append(unreached)
+    answerless = answerless_targets(data)  # a corpus attack on questions without gold answers plants nothing
+    if answerless:
+        problems.append(answerless)
     unbuildable = unbuildable_index(data)  # a prebuilt-index retriever over a corpus rag.index cannot read
     if unbuildable:
         problems.append(unbuildable)

@@ -62,6 +62,28 @@ def unreached_index(data: Mapping[str, Any]) -> str | None:
             f"cannot reach: use a local retriever (retriever=bm25|dense|hybrid) or attack=none")
 
 
+def answerless_targets(data: Mapping[str, Any]) -> str | None:
+    """The problem of an attack on questions without gold answers: its incorrect target answer needs a correct one
+    to differ from, so no question becomes a target and nothing is planted, while the run would report an attack.
+    Decided by the question loader's class (`QuestionLoader.has_answers`); an attack file (`attack.attack_file`)
+    brings its own targets, and `attack.n_passages=0` plants nothing."""
+    attack = data.get("attack")
+    dataset = data.get("dataset")
+    if not isinstance(attack, Mapping) or not isinstance(dataset, Mapping) or attack.get("attack_file"):
+        return None
+    planted = attack.get("n_passages", 1)
+    if isinstance(planted, (int, float)) and not isinstance(planted, bool) and planted <= 0:
+        return None
+    questions = dataset.get("questions")
+    target = questions.get("_target_") if isinstance(questions, Mapping) else None
+    if not target or getattr(component_class(str(target)), "has_answers", True):
+        return None
+    option = getattr(component_class(str(attack.get("_target_"))), "option", None) or "attack"
+    return (f"attack={option} sets an incorrect target answer per question, but dataset={dataset.get('name')}'s "
+            f"questions have no gold answers, so nothing would be planted: attack a QA dataset (hotpotqa, "
+            f"squad_v1, liverag_dev, ...) or give the targets in attack.attack_file")
+
+
 def check_attack_reaches_index(cfg: DictConfig) -> None:
     """The pipeline's guard: `unreached_index` of the run's config raised as a one-line ConfigError."""
     if not cfg.get("attack"):

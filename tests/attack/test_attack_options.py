@@ -172,3 +172,25 @@ def test_the_poisoning_sweep_crosses_both_local_retrievers_and_measures_every_ce
     for cell in cells:
         assert add_attack_metrics(cell) == ATTACK_METRICS  # no longer listed by the experiment itself
     assert check_cells(cells, environ={}) == []
+
+
+@pytest.mark.parametrize("dataset", ["liverag_live", "trec", "beir", "ir_datasets"])
+def test_an_attack_on_questions_without_gold_answers_is_refused(dataset, tmp_path):
+    """No gold answer, no incorrect target answer, nothing planted: the run would report an attack that planted
+    nothing (found by tests/combinations). Refused in one line by the question loader's class."""
+    from omegaconf import OmegaConf
+
+    from rag.preflight.attack import answerless_targets
+    from tests.conftest import compose_config
+
+    extra = {"beir": ["dataset.path=/x"], "trec": ["dataset.path=/x"], "ir_datasets": ["dataset.id=x/y"]}
+    cfg = compose_config([f"dataset={dataset}", "attack=poisonedrag", *extra.get(dataset, [])], tmp_path)
+    data = OmegaConf.to_container(cfg, resolve=True)
+    problem = answerless_targets(data)
+    assert problem and f"dataset={dataset}" in problem and "attack=poisonedrag" in problem
+    data["attack"]["n_passages"] = 0
+    assert answerless_targets(data) is None  # plants nothing: runs
+    data["attack"]["n_passages"], data["attack"]["attack_file"] = 5, "targets.json"
+    assert answerless_targets(data) is None  # the file brings its targets
+    qa = compose_config(["dataset=hotpotqa", "attack=poisonedrag"], tmp_path)
+    assert answerless_targets(OmegaConf.to_container(qa, resolve=True)) is None
