@@ -43,9 +43,9 @@ LAYERS: list[tuple[str, frozenset[str]]] = [
     # around one run: stage caches, loaded-model reuse, run-folder fingerprints, config checks, sweep cells
     ("run support", frozenset({"stage_cache", "reuse", "fingerprint", "preflight", "sweep"})),
     ("pipeline", frozenset({"pipeline"})),
-    # tools built on runs: the live day, data generation, exports, run loggers, reports
-    ("tools", frozenset({"live", "datagen", "export", "loggers", "report", "index"})),
-    ("entry point", frozenset({"main"})),
+    # tools built on runs: the live day, data generation, exports, run loggers, reports, what conf/ offers
+    ("tools", frozenset({"live", "datagen", "export", "loggers", "report", "index", "describe"})),
+    ("entry point", frozenset({"main", "doctor"})),
 ]
 
 #: (importing rag package, imported module): sideways imports of an interface the package consumes

@@ -221,6 +221,14 @@ def _leaderboard_cells(ran) -> None:
         assert all(bool(r.get("queries")) == (name in ("GRAG", "PreQRAG")) for r in records), name
 
 
+def _doctor_fails(ran, *names: str) -> None:
+    """`rag.doctor` names each failing check in one FAIL line with its fix, and the last line counts them."""
+    lines = ran.output.splitlines()
+    for name in names:
+        assert any(line.startswith(f"FAIL  {name} ") and "; fix: " in line for line in lines), ran.result.tail()
+    assert any("checks failed: " in line and all(n in line for n in names) for line in lines), ran.result.tail()
+
+
 def _check_model_line(ran) -> None:
     assert "claude-haiku-4-5-20251001" in ran.output and "served" in ran.output, ran.result.tail()
 
@@ -232,6 +240,20 @@ ROWS: dict[str, Row] = {
         checks=[answers(20, counted_empty=True), prints("Run folder:", "answer/f1/all"), files("metrics.json", "config.json")],
         makes="demo_run", marks=SLOW, timeout=1800),
     "make test": Ci(why="the README's second command: .ci/run runs it, and this test is part of it"),
+    "python -m rag.describe": Run(checks=[prints("GROUP", "OPTION", "DESCRIPTION", "retriever", "bm25 *",
+                                                 "Embedded BM25 (bm25s)", "hydra/launcher", "slurm")]),
+    "python -m rag.describe retriever": Run(checks=[prints("retriever:", "bm25 *", "fusion",
+                                                           "Fusion of several retrievers")]),
+    "python -m rag.describe retriever bm25": Run(checks=[prints(
+        "retriever=bm25 (conf/retriever/bm25.yaml)", "class: rag.retrieve.bm25.BM25Retriever", "settings (retriever.*",
+        "k: 20", "k1: 1.5")]),
+    "python -m rag.doctor": Run(
+        why="the embedded default on the test machine: data, the shipped model and llama.cpp are there",
+        checks=[prints("OK    python", "OK    data", "OK    dataset", "OK    model", "OK    llama.cpp", "checks OK")]),
+    "python -m rag.doctor hydra/launcher=slurm llm=falcon3_10b": Run(
+        why="Falcon3-10B on vLLM, checked from the main venv, which has no vLLM (.venv-vllm has): the doctor says "
+            "so in one FAIL line with its fix, and exits 1", status=1,
+        checks=[custom(lambda ran: _doctor_fails(ran, "vllm"))]),
     "python -m rag.main dataset=hotpotqa dataset.limit=5 retriever=dense retriever.k=50 rerank=dense rerank.k=5 "
     "ordering=as_ranked generator=simple llm=gemma3_270m logger=none": Run(
         checks=[answers(5, counted_empty=True), metric("n_questions", lambda v: v == 5)], marks=SLOW),
