@@ -14,10 +14,13 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+import sys
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 from hydra import compose, initialize_config_dir
+from hydra.errors import HydraException
 from omegaconf import DictConfig, OmegaConf, open_dict
 
 from eval.main import complete_from_run, rejudge, run_cache_dir, shown
@@ -33,6 +36,42 @@ def compose_eval(overrides: Sequence[str]) -> DictConfig:
     """The config `python -m eval.main <overrides>` would run with (Hydra's compose API, same files)."""
     with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
         return compose(config_name="eval", overrides=list(overrides))
+
+
+def _engine_sets(overrides: Sequence[str]) -> dict[str, Any]:
+    """`--set llm.<key>=<value>`: settings of the judges' engine (`judge.llm`), which is `${llm}`, the run's own
+    llm, read from its config after composition (so Hydra cannot override a key of it); parsed as Hydra parses a
+    value. A `--set` without `=` or with a value Hydra cannot parse is one `ConfigError` line."""
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+
+    found: dict[str, Any] = {}
+    for override in overrides:
+        if "=" not in override:
+            raise ConfigError(f"--set {override}: expected a dotted key under judge and a value, e.g. "
+                              f"--set llm.n_ctx=4096")
+        if not override.lstrip("+~").startswith("llm."):
+            continue
+        try:
+            [parsed] = OverridesParser.create().parse_overrides([override.lstrip("+~")])
+        except HydraException as err:
+            raise ConfigError(f"--set {override}: {' '.join(str(err).split())}") from None
+        found[override] = parsed
+    return found
+
+
+def _set_engine(cfg: DictConfig, sets: dict[str, Any]) -> None:
+    """Apply `--set llm.*` to the judges' engine: `judge.llm` becomes its own copy of the run's llm (resolved),
+    with the settings merged in."""
+    with open_dict(cfg):
+        if OmegaConf.is_interpolation(cfg.judge, "llm"):
+            cfg.judge.llm = OmegaConf.create(OmegaConf.to_container(cfg.judge.llm, resolve=True))
+        for parsed in sets.values():
+            OmegaConf.update(cfg.judge, parsed.key_or_group, parsed.value(), merge=True, force_add=True)
+
+
+def _one_line(err: Exception) -> int:
+    print(f"{type(err).__name__}: {err}", file=sys.stderr)
+    return 2
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -55,7 +94,11 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     judge = args.judge if args.judge in ("full", "none") else f"[{args.judge}]"
     llm_file = Path(args.llm) if args.llm and Path(args.llm).is_file() else None
-    base = [f"judge={judge}", *(f"judge.{o}" for o in args.overrides)]
+    try:
+        engine_sets = _engine_sets(args.overrides)
+    except ConfigError as err:
+        return _one_line(err)
+    base = [f"judge={judge}", *(f"judge.{o}" for o in args.overrides if o not in engine_sets)]
     if args.llm and llm_file is None:
         base.append(f"llm={args.llm.removesuffix('.yaml')}")
     factory: EngineFactory | None = None
@@ -67,16 +110,21 @@ def main(argv: Sequence[str] | None = None) -> int:
             if args.out:
                 out = args.out if len(args.run_dirs) == 1 else args.out / run_dir.name
                 overrides.append(f"out_dir={out}")
-            cfg = compose_eval(overrides)
+            try:
+                cfg = compose_eval(overrides)
+            except HydraException as err:  # a `--set` of a key the judges' config lacks, or a value Hydra rejects
+                return _one_line(ConfigError(f"--set: {' '.join(str(err).split())}"))
             if llm_file is not None:
                 with open_dict(cfg):
                     cfg.llm = OmegaConf.load(llm_file)
+            if engine_sets:  # the judges' engine is the run's llm: known once the run's config has filled it in
+                _set_engine(complete_from_run(cfg, run_dir), engine_sets)
             if factory is None:  # one factory for all runs: each judge model loads once
                 factory = EngineFactory(run_cache_dir(complete_from_run(cfg, run_dir), run_dir))
             metrics = rejudge(cfg, factory)
             print(f"{cfg.out_dir or run_dir}: " + json.dumps(shown(metrics), indent=1, default=str))
     except ConfigError as err:
-        parser.error(str(err))
+        raise SystemExit(_one_line(err)) from None
     finally:
         if factory is not None:
             factory.close()

@@ -16,11 +16,14 @@ from __future__ import annotations
 
 import json
 import logging
+import re
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, StrictFloat, StrictInt, StrictStr, ValidationError
 
 from rag.core.errors import ConfigError, DataError
 from rag.core.hashing import slug, stable_hash
@@ -195,13 +198,14 @@ class CorpusAttack(ABC):
         if not path.is_file():
             raise ConfigError(f"attack.attack_file: no such file {path}")
         data = _load(path)
-        by_text = {str(r.get(QUESTION, "")).strip(): r for r in data.values() if isinstance(r, dict)}
+        by_text = {str(r.get(QUESTION, "")).strip(): key for key, r in data.items() if isinstance(r, dict)}
         rows, missing = [], []
         for q in chosen:
-            row = data.get(q.id) if isinstance(data.get(q.id), dict) else by_text.get(q.question.strip())
-            if row is None:
+            key = q.id if isinstance(data.get(q.id), dict) else by_text.get(q.question.strip())
+            if key is None:
                 missing.append(q.id)
                 continue
+            row = _typed_entry(path, key, data[key])
             if not str(row.get(INCORRECT) or "").strip():
                 raise DataError(f"{path}: entry {q.id!r} has no {INCORRECT!r}")
             if self.texts_from_llm and len(row.get(TEXTS) or []) < self.n_passages:
@@ -214,6 +218,64 @@ class CorpusAttack(ABC):
             raise DataError(f"{path}: no entry for {len(missing)} target question(s) (matched by id, then by "
                             f"question text), e.g. {', '.join(missing[:3])}")
         return rows
+
+
+class AttackEntry(BaseModel):
+    """One entry of an attack file (PoisonedRAG's format), with the types its fields must have: `adv_texts` given
+    as one string would be planted one passage per character, `null` or a number as "None" or "42", a list-valued
+    incorrect answer as the target "['a', 'b']". A missing or empty answer, and too few texts, are said by
+    `_read_external` (what the run needs depends on the attack)."""
+
+    model_config = ConfigDict(extra="allow", populate_by_name=True)
+
+    id: StrictStr | StrictInt | None = None
+    question: StrictStr | None = None
+    correct: StrictStr | StrictInt | StrictFloat | list[StrictStr] | None = Field(None, alias=CORRECT)
+    incorrect: StrictStr | None = Field(None, alias=INCORRECT)
+    texts: list[StrictStr] | None = Field(None, alias=TEXTS)
+
+
+def _typed_entry(path: Path, key: str, row: dict[str, Any]) -> dict[str, Any]:
+    """`row` when its fields have their types, else one `DataError` line naming the file, the line where the
+    entry starts, the entry's id and the field."""
+    try:
+        AttackEntry.model_validate(row)
+    except ValidationError as err:
+        first = err.errors()[0]
+        loc = first["loc"]
+        field = str(loc[0]) + "".join(f"[{part}]" for part in loc[1:] if isinstance(part, int))
+        if len(loc) > 1 and not isinstance(loc[1], int):  # a union's branch (`str`, `list[str]`): not a place
+            field = str(loc[0])
+        item = len(loc) > 1 and isinstance(loc[1], int)
+        got = row[loc[0]][loc[1]] if item else row.get(loc[0])
+        expected = "a string (one passage)" if item else _EXPECTED.get(str(loc[0]), "a string")
+        raise DataError(f"{path}:{_line_of(path, key)}: entry {key!r}: field {field!r} must be {expected}, not "
+                        f"{_shape(got)}") from None
+    return row
+
+
+#: what each field of an attack file holds, as a message says it
+_EXPECTED = {TEXTS: "a list of strings (one passage each)", INCORRECT: "a string (the target answer)",
+             QUESTION: "a string", CORRECT: "a string", "id": "a string"}
+
+
+def _shape(value: Any) -> str:
+    if value is None:
+        return "null"
+    kind = {str: "a string", bool: "a boolean", int: "a number", float: "a number", list: "a list",
+            dict: "an object"}.get(type(value), type(value).__name__)
+    bad = [v for v in value if not isinstance(v, str)] if isinstance(value, list) else []
+    return f"a list holding {_shape(bad[0])}" if bad else kind
+
+
+def _line_of(path: Path, key: str) -> int:
+    """The line of `path` where entry `key` starts (1 when it cannot be found)."""
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError:
+        return 1
+    match = re.search(re.escape(json.dumps(key)) + r"\s*:", text)
+    return text.count("\n", 0, match.start()) + 1 if match else 1
 
 
 def _load(path: Path) -> dict[str, Any]:

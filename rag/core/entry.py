@@ -22,7 +22,7 @@ from typing import Any
 from hydra.experimental.callback import Callback
 from omegaconf import DictConfig, ListConfig, OmegaConf
 
-from rag.core.secrets import KEPT_IN_CONFIG, refuse_secret_arguments, value_problem
+from rag.core.secrets import KEPT_IN_CONFIG, component_of, refuse_secret_arguments, value_problem
 
 CONF_DIR = Path(__file__).resolve().parents[2] / "conf"
 #: Hydra's own bookkeeping, never a user's setting (the command line in `hydra.overrides` is checked as argv)
@@ -102,11 +102,79 @@ def missing_groups(config_name: str, argv: list[str]) -> list[str]:
     return lines
 
 
+_ENV_SETTINGS = ("api_key_env", "user_env", "password_env")
+
+
+def _yaml(path: Path) -> dict:
+    import yaml
+
+    try:
+        data = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except (OSError, yaml.YAMLError):
+        return {}
+    return data if isinstance(data, dict) else {}
+
+
+def _chosen(defaults: list, node: str) -> Path | None:
+    """The file of the option `defaults` chooses for `node` (`- llm: gemma3_270m` -> conf/llm/gemma3_270m.yaml,
+    `- /retriever@service: opensearch` -> conf/retriever/opensearch.yaml)."""
+    for entry in defaults or []:
+        if isinstance(entry, dict):
+            for key, choice in entry.items():
+                group, _, package = str(key).removeprefix("override ").lstrip("/").partition("@")
+                if (package or group) == node and isinstance(choice, str):
+                    return CONF_DIR / group / f"{choice}.yaml"
+    return None
+
+
+def command_line_variables(config_name: str, argv: list[str]):
+    """`variables(node)`: the `*_env` settings (`api_key_env`, `user_env`, `password_env`) of config node `node`
+    (`llm`, `backend.service`) as the command line composes it, read from the group files without Hydra (the
+    guard runs before it), so a refusal names the very variable to export (`RAG_LLM_API_KEY` for
+    `llm=llamacpp_server`); {} where it cannot tell. A `*_env` given on the command line is not echoed (it may be
+    the secret itself)."""
+    given = {a.split("=", 1)[0].lstrip("+~"): a.split("=", 1)[1].strip("'\"") for a in argv if "=" in a}
+    primary = _yaml(CONF_DIR / f"{config_name}.yaml")
+
+    def variables(node: str) -> dict[str, str]:
+        parts = node.split(".") if node else []
+        if not parts or not (CONF_DIR / parts[0]).is_dir():
+            return {}
+        file = CONF_DIR / parts[0] / f"{given[parts[0]]}.yaml" if parts[0] in given else \
+            _chosen(primary.get("defaults"), parts[0])
+        data = _yaml(file) if file else {}
+        for part in parts[1:]:  # `backend.service`: conf/backend/opensearch.yaml's `/retriever@service: opensearch`
+            inner, sub = _chosen(data.get("defaults"), part), data.get(part)
+            data = {**(_yaml(inner) if inner else {}), **(sub if isinstance(sub, dict) else {})}
+        return {key: data[key] for key in _ENV_SETTINGS if isinstance(data.get(key), str)}
+
+    return variables
+
+
+def null_groups(argv: list[str]) -> list[str]:
+    """`llm=null`: a config group chosen as null, which Hydra refuses with a traceback ("Config group override must
+    be a string or a list"); one line naming the group's options instead."""
+    lines = []
+    for arg in argv:
+        name, eq, value = arg.partition("=")
+        group = name.lstrip("+~").split("@", 1)[0]
+        if not eq or name.startswith("-") or value.strip().strip("'\"").lower() not in ("null", "none", "~"):
+            continue
+        folder = CONF_DIR / group
+        if not folder.is_dir() or (folder / f"{value.strip()}.yaml").is_file():
+            continue
+        options = sorted(p.stem for p in folder.glob("*.yaml"))
+        lines.append(f"{arg}: {group} is a config group and null is none of its options; choose one: "
+                     f"{group}=<one of {', '.join(options)}>")
+    return lines
+
+
 def guard_command_line(config_name: str, argv: list[str] | None = None) -> None:
-    """The first act of every entry point: secrets by value and unchosen `???` groups end here, one line each."""
+    """The first act of every entry point: secrets by value, groups chosen as null and unchosen `???` groups end
+    here, one line each."""
     argv = list(sys.argv[1:] if argv is None else argv)
-    refuse_secret_arguments(argv)
-    _fail(missing_groups(config_name, argv))
+    refuse_secret_arguments(argv, command_line_variables(config_name, argv))
+    _fail(null_groups(argv) + missing_groups(config_name, argv))
 
 
 def _leaves(node: Any, path: str = "") -> Iterator[tuple[str, Any, bool]]:
@@ -136,6 +204,19 @@ def _leaves(node: Any, path: str = "") -> Iterator[tuple[str, Any, bool]]:
             yield where, value, False
 
 
+def _config_variables(cfg: DictConfig, node: str) -> dict[str, str]:
+    """The `*_env` settings of the composed config's node `node` (`llm` -> {"api_key_env": "RAG_LLM_API_KEY"})."""
+    found = {}
+    for key in _ENV_SETTINGS:
+        try:
+            value = OmegaConf.select(cfg, f"{node}.{key}", default=None) if node else None
+        except Exception:  # noqa: BLE001 - an interpolation that resolves later: the advice stays generic
+            value = None
+        if isinstance(value, str):
+            found[key] = value
+    return found
+
+
 def config_problems(cfg: DictConfig) -> list[str]:
     """Every `???` setting the command line did not fill, and every setting holding a secret, one line each."""
     overridden = {str(o).split("=", 1)[0].lstrip("+~") for o in OmegaConf.select(cfg, "hydra.overrides.task",
@@ -148,7 +229,7 @@ def config_problems(cfg: DictConfig) -> list[str]:
                 missing.append(f"{where}: required, and not given (??? in {_missing_source(cfg, where)}); "
                                f"add {where}=<value>")
         else:
-            problem = value_problem(where, value, KEPT_IN_CONFIG)
+            problem = value_problem(where, value, KEPT_IN_CONFIG, _config_variables(cfg, component_of(where)))
             if problem:
                 secrets.append(problem)
     return missing + secrets

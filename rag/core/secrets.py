@@ -8,7 +8,8 @@ each saying which variable to set instead (`refuse_secret_arguments` on the comm
 
 - its setting's name says so (`api_key`, `password`, `token`, `secret`, `credentials`, `auth`: the last words of
   the name decide, so `max_tokens`, `tokenizer`, `top_logprobs`, `eos_token` and `api_key_env` are not);
-- it is a URL with credentials (`https://user:pass@host`);
+- it is a URL with credentials of any shape (`https://user:pass@host`, `https://TOKEN@host`, `https://:PASS@host`,
+  percent-encoded), or a host setting's `TOKEN@host`;
 - it has the shape of a known key (`sk-...`, `sk-ant-...`, `pcsk_...`, `hf_...`, `AKIA...`, `ghp_...`, a JWT, a
   PEM private key), whatever its setting is called;
 - or it stands where a variable's *name* belongs (`*_env`) and is no variable name.
@@ -65,7 +66,13 @@ KEY_SHAPES: tuple[tuple[str, re.Pattern[str]], ...] = tuple((what, re.compile(pa
 ))
 _VARIABLE_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 _NUMBER_OR_FLAG = re.compile(r"^([-+]?\d+(\.\d*)?([eE][-+]?\d+)?|true|false|null|none|'?\*\*\*'?)$", re.I)
-_URL_CREDENTIALS = re.compile(r"(?P<scheme>[A-Za-z][A-Za-z0-9+.\-]*://)(?P<cred>[^/@\s:'\"]+:[^/@\s'\"]+)@")
+#: a URL's userinfo of any shape (RFC 3986: everything between `//` and the last `@` before the host, no `/?#`):
+#: `user:password@`, a token as the user name (`https://TOKEN@host`), a password alone (`https://:PASS@host`),
+#: percent-encoded (`https://us%3Aer:p%40ss@host`)
+_URL_CREDENTIALS = re.compile(r"(?P<scheme>[A-Za-z][A-Za-z0-9+.\-]*://)(?P<cred>[^/?#@\s'\"]+)@")
+#: the same without a scheme, in a setting that holds a host or a URL (`backend.service.host=TOKEN@search.org`)
+_BARE_CREDENTIALS = re.compile(r"^(?P<cred>[^/?#@\s'\"]+)@[^\s/@]")
+_HOST_WORDS = frozenset({"host", "url", "uri", "endpoint", "hosts", "urls", "address"})
 
 
 def _words(name: str) -> list[str]:
@@ -100,8 +107,14 @@ def key_shape(text: str) -> str | None:
     return None
 
 
-def has_url_credentials(text: str) -> bool:
-    return bool(_URL_CREDENTIALS.search(str(text)))
+def has_url_credentials(text: str, name: str = "") -> bool:
+    """A URL with userinfo of any shape in `text`; for a setting `name` that holds a host or a URL, a scheme-less
+    `userinfo@host` too."""
+    text = str(text)
+    if _URL_CREDENTIALS.search(text):
+        return True
+    words = _words(str(name).rsplit(".", 1)[-1])
+    return bool(words) and words[-1] in _HOST_WORDS and bool(_BARE_CREDENTIALS.match(text.strip()))
 
 
 def is_secret_value(value: Any) -> bool:
@@ -125,32 +138,46 @@ def _component(parts: list[str]) -> str:
     return parts[0] if parts else ""
 
 
-def advice(name: str, password: bool = False) -> str:
-    """Where a credential for setting `name` goes instead: the variable (or file) its component names."""
+def component_of(name: str) -> str:
+    """The config node that reads the credential of setting `name` (`llm.base_url` -> `llm`)."""
+    return _component(str(name).lstrip("+~").split(".")[:-1])
+
+
+def advice(name: str, password: bool = False, variables: dict[str, str] | None = None) -> str:
+    """Where a credential for setting `name` goes instead: the variable (or file) its component names;
+    `variables` are the component's own `*_env` settings when known (`{"api_key_env": "RAG_LLM_API_KEY"}`)."""
     parts = str(name).lstrip("+~").split(".")
     node = _component(parts[:-1])
     leaf = node.rsplit(".", 1)[-1]
+    variables = {k: v for k, v in (variables or {}).items()
+                 if isinstance(v, str) and _VARIABLE_NAME.match(v) and not key_shape(v)}
     if "env_set" in parts:
         return f"export {parts[-1]} in the shell (a SLURM job inherits it) instead of setting it in the config"
     if leaf == "logger" or parts[0] == "wandb":
         return "export WANDB_API_KEY (or run `wandb login`, which keeps it in ~/.netrc)"
-    if leaf in ("retriever", "service") and password:
+    if leaf in ("retriever", "service") and password and "api_key_env" not in variables:
+        named = (f" (this {node} reads {variables['user_env']} and {variables['password_env']})"
+                 if {"user_env", "password_env"} <= set(variables) else "")
         return (f"export the user and password and name the variables: {node}.user_env=<VAR> "
-                f"{node}.password_env=<VAR> ({node}.access=basic), or name a netrc file: {node}.netrc_file=~/.netrc")
+                f"{node}.password_env=<VAR> ({node}.access=basic){named}, or name a netrc file: "
+                f"{node}.netrc_file=~/.netrc")
     if leaf in ("llm", "judge_llm", "serve", "retriever", "service"):
+        if "api_key_env" in variables:
+            return (f"export the key as {variables['api_key_env']}, the variable {node}.api_key_env names (or name "
+                    f"another: {node}.api_key_env=<VAR>)")
         return f"export it and name the variable: {node}.api_key_env=<VAR>"
     return "export it as an environment variable and give the variable's name to the component's *_env setting"
 
 
-def value_problem(name: str, value: Any, kept: str = _KEPT) -> str | None:
+def value_problem(name: str, value: Any, kept: str = _KEPT, variables: dict[str, str] | None = None) -> str | None:
     """Why setting `name` may not hold `value` (one line, never the value), or None; `kept` says where it would
-    have stayed."""
+    have stayed, `variables` the `*_env` settings of its component (named in the advice)."""
     name = str(name).lstrip("+~")
     if value is None or (isinstance(value, str) and value.strip().lower() in ("", "null", "none")):
         return None
     text = str(value)
     if is_secret_name(name):
-        return f"{name}: a secret is never given by value ({kept}); {advice(name, _is_password(name))}"
+        return f"{name}: a secret is never given by value ({kept}); {advice(name, _is_password(name), variables)}"
     if is_reference_name(name):
         names = [v for v in re.split(r"[,\s\[\]()]+", text) if v and v not in ("choice", "null")]
         if not all(_VARIABLE_NAME.match(v) and not key_shape(v) for v in names):
@@ -162,13 +189,14 @@ def value_problem(name: str, value: Any, kept: str = _KEPT) -> str | None:
                   and is_secret_name(m.group("name")) and is_secret_value(m.group("value"))), None)
     if inner:
         return (f"{name}.{inner}: a secret is never given by value ({kept}); "
-                f"{advice(f'{name}.{inner}', _is_password(inner))}")
-    if has_url_credentials(text):
-        return (f"{name}: the URL carries credentials (user:password@; {kept}); give the URL without them, and "
-                f"the credentials by reference: {advice(name, password=True)}")
+                f"{advice(f'{name}.{inner}', _is_password(inner), variables)}")
+    if has_url_credentials(text, name):
+        return (f"{name}: the URL carries credentials (whatever stands before @: user:password, a token, a "
+                f"password; {kept}); give the URL without them, and the credentials by reference: "
+                f"{advice(name, True, variables)}")
     what = key_shape(text)
     if what:
-        return f"{name}: the value looks like {what} ({kept}); {advice(name)}"
+        return f"{name}: the value looks like {what} ({kept}); {advice(name, False, variables)}"
     return None
 
 
@@ -176,16 +204,19 @@ def _is_password(name: str) -> bool:
     return bool(set(_words(name.rsplit(".", 1)[-1])) & {"password", "passwd", "pwd", "passphrase"})
 
 
-def secret_arguments(argv: Iterable[str]) -> list[str]:
+def secret_arguments(argv: Iterable[str], variables: Any = None) -> list[str]:
     """One line per command-line argument that carries a secret (`+llm.extra_body.api_key=...`,
-    `backend.service.host=https://user:pass@host`, `llm.model=sk-...`, `llm.api_key_env=sk-...`)."""
+    `backend.service.host=https://user:pass@host`, `http://TOKEN@host`, `llm.model=sk-...`,
+    `llm.api_key_env=sk-...`); `variables(node)` gives a component's `*_env` settings, named in the advice."""
     lines: list[str] = []
     for arg in argv:
         arg = str(arg)
         name, eq, value = arg.partition("=")
         problem = None
         if eq and not name.startswith("-"):
-            problem = value_problem(name.strip(), value.strip().strip("'\""))
+            name = name.strip()
+            problem = value_problem(name, value.strip().strip("'\""),
+                                    variables=variables(component_of(name)) if variables else None)
         elif has_url_credentials(arg) or key_shape(arg):  # a flag's value (`--config-dir=...`) or a bare word
             what = key_shape(arg) or "a URL with credentials"
             problem = f"an argument holds {what} ({_KEPT}); {advice('')}"
@@ -194,10 +225,10 @@ def secret_arguments(argv: Iterable[str]) -> list[str]:
     return lines
 
 
-def refuse_secret_arguments(argv: Iterable[str] | None = None) -> None:
+def refuse_secret_arguments(argv: Iterable[str] | None = None, variables: Any = None) -> None:
     """Every entry point's first act: a command line that carries a secret ends here, exit status 2, one line per
     argument saying which variable to set instead, before Hydra, a logger or a folder name sees it."""
-    lines = secret_arguments(sys.argv[1:] if argv is None else argv)
+    lines = secret_arguments(sys.argv[1:] if argv is None else argv, variables)
     if lines:
         for line in lines:
             print(f"ConfigError: refused: {line}", file=sys.stderr)
@@ -217,7 +248,7 @@ def redact(obj: Any) -> Any:
 
 
 def mask_url(text: str) -> str:
-    """`https://user:pass@host/...` -> `https://***@host/...`."""
+    """`https://user:pass@host/...` (or `https://TOKEN@host`) -> `https://***@host/...`."""
     return _URL_CREDENTIALS.sub(lambda m: f"{m.group('scheme')}{MASK}@", str(text))
 
 

@@ -62,7 +62,7 @@ class Dataset:
     @cached_property
     def questions(self) -> list[Question]:
         """`limit` questions in file order after the first `offset` (all of them by default)."""
-        questions = self._judged(self.loader.load())
+        questions = self._judged(self.loader.load_some())
         ids = [q.id for q in questions]
         if len(set(ids)) != len(ids):
             dupes = sorted({i for i in ids if ids.count(i) > 1})[:5]
@@ -70,8 +70,8 @@ class Dataset:
             raise DataError(f"{where}: duplicate question ids {dupes} (dataset.questions.path of dataset "
                             f"{self.name}; each question needs its own id)")
         if self.offset >= len(questions):
-            raise ValueError(f"dataset {self.name}: dataset.offset={self.offset} skips all {len(questions)} "
-                             f"questions of {self.loader.path}")
+            raise ConfigError(f"dataset {self.name}: dataset.offset={self.offset} skips all {len(questions)} "
+                              f"questions of {self.loader.path}")
         end = self.offset + self.limit if self.limit else None
         return questions[self.offset:end]
 
@@ -88,6 +88,11 @@ class Dataset:
                 q.gold_doc_ids = [d for d, grade in judged.items() if grade >= self.min_relevance]
             if judged or self.unjudged == "keep":
                 out.append(q)
+        dropped = len(questions) - len(out)
+        if dropped:  # BEIR evaluates the queries its split's qrels judge: the others are left out, said with a count
+            log.info("dataset %s: %d of %d question(s) have no judgment in the qrels and are left out "
+                     "(dataset.unjudged=drop; keep runs them unjudged), e.g. %s", self.name, dropped,
+                     len(questions), next(q.id for q in questions if not qrels.get(q.id)))
         unknown = len(set(qrels) - {q.id for q in questions})
         if unknown:
             log.warning("dataset %s: %d judged question id(s) are not among the questions (e.g. %s)", self.name,

@@ -77,6 +77,23 @@ class QuestionLoader(ABC):
     def load(self) -> list[Question]:
         ...
 
+    def where(self) -> str:
+        """The file the questions are read from (resolved), else the configured path (`ir_datasets:<id>`)."""
+        try:
+            return str(self.file())
+        except Exception:  # noqa: BLE001 - a path that does not resolve: load() has already said so
+            return str(self.path)
+
+    def load_some(self) -> list[Question]:
+        """`load()`, and one line naming the file when it holds no question (a TSV with only its header, an empty
+        JSONL, every row skipped as invalid), rather than a later setting failing over zero questions."""
+        questions = self.load()
+        if not questions:
+            skipped = " valid" if self.skip_invalid else ""
+            raise DataError(f"{self.where()}: holds no{skipped} questions (only a header, or nothing; "
+                            f"dataset.questions.path)")
+        return questions
+
     def _check(self, question: Question, where: str, out: list[Question]) -> None:
         problem = None
         if not question.question or not question.question.strip():

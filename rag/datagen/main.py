@@ -71,6 +71,14 @@ def fingerprint(cfg: DictConfig, corpus: Path) -> str:
     }, length=16)
 
 
+def datagen_corpus(cfg: DictConfig, corpus_path: Path, cache_dir: Path) -> JsonlCorpus:
+    """The corpus documents are drawn from; its content hash is remembered under `paths.cache_dir/file_hashes`,
+    as rag.main's is (not under ~/.cache/rag, where the default would put it)."""
+    return JsonlCorpus(path=str(corpus_path), data_dir=None, chunk_words=int(cfg.documents.chunk_words),
+                       name=corpus_path.name.split(".")[0], id_field=cfg.corpus_fields.id,
+                       text_field=cfg.corpus_fields.text, hash_cache_dir=str(cache_dir / "file_hashes"))
+
+
 def generate(cfg: DictConfig) -> dict[str, Any]:
     """Run a composed datagen config; returns the report (also used by tests)."""
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
@@ -89,9 +97,7 @@ def generate(cfg: DictConfig) -> dict[str, Any]:
         raise ConfigError(f"generation: {err}".replace("__init__()", "setting")) from None
     settings.check()
     corpus_path = resolve_corpus(cfg.corpus, data_dir)
-    corpus = JsonlCorpus(path=str(corpus_path), data_dir=None, chunk_words=int(cfg.documents.chunk_words),
-                         name=corpus_path.name.split(".")[0], id_field=cfg.corpus_fields.id,
-                         text_field=cfg.corpus_fields.text)
+    corpus = datagen_corpus(cfg, corpus_path, cache_dir)
     docs = cfg.documents
     pool = DocumentPool(corpus, min_words=int(docs.min_words), max_prompt_words=int(docs.max_prompt_words),
                         query_words=int(docs.query_words), max_jaccard=float(docs.max_jaccard))

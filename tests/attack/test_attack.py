@@ -115,6 +115,34 @@ def test_an_attack_file_lacking_a_target_is_refused_in_one_line(tmp_path):
         PoisonedRAG(n_passages=6, texts_per_question=5)
 
 
+BAD_SHAPES = {  # issue 52: each was planted silently (one passage per character, "None", "42", "['a', 'b']")
+    "texts as one string": (TEXTS, "Lyon is the capital.", "'adv_texts' must be a list of strings (one passage "
+                                                            "each), not a string"),
+    "a null text": (TEXTS, ["Lyon is the capital.", None, "x"], "'adv_texts[1]' must be a string (one passage), "
+                                                                "not null"),
+    "a number as a text": (TEXTS, [42, "x", "y"], "'adv_texts[0]' must be a string (one passage), not a number"),
+    "a list as the answer": (INCORRECT, ["a", "b"], "'incorrect answer' must be a string (the target answer), not "
+                                                    "a list"),
+    "a number as the answer": (INCORRECT, 42, "'incorrect answer' must be a string (the target answer), not a "
+                                              "number"),
+    "a list as the question": (QUESTION, ["What is the capital of France?"], "'question' must be a string, not a "
+                                                                            "list"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(BAD_SHAPES))
+def test_an_attack_file_with_a_wrong_type_is_one_line_naming_file_line_entry_and_field(case, tmp_path):
+    field, value, said = BAD_SHAPES[case]
+    path = _attack_file(tmp_path)
+    data = json.loads(path.read_text())
+    data["q1"][field] = value
+    path.write_text(json.dumps(data, indent=2))  # entry q1 starts on line 2
+    corpus, _ = _attacked(tmp_path, PoisonedRAG(n_passages=3, attack_file=str(path)))
+    with pytest.raises(DataError) as err:
+        _ = corpus.passages
+    assert str(err.value) == f"{path}:2: entry 'q1': field {said}"
+
+
 def test_the_attack_file_is_made_once_and_round_trips(tmp_path):
     """Made by an engine (a real OpenAI-compatible client against the deterministic endpoint on 127.0.0.1), kept in
     PoisonedRAG's format under the cache, reused without a request, and loadable as an attack_file."""

@@ -108,6 +108,36 @@ def test_offset_and_limit_select_a_slice_and_an_offset_past_the_end_is_refused(t
         ids(offset=-1)
 
 
+@pytest.mark.parametrize("name, text", [("qa.tsv", HEADER), ("qa.jsonl", ""), ("qa.tsv.gz", HEADER)])
+def test_a_question_file_with_only_its_header_is_one_line_naming_the_file(tmp_path, name, text):
+    """Issue 52: a question file with only its header ended in a traceback blaming `dataset.offset=0`."""
+    qa = tmp_path / name
+    qa.write_bytes(gzip.compress(text.encode()) if name.endswith(".gz") else text.encode())
+    docs = tmp_path / "docs.jsonl"
+    docs.write_text(json.dumps({"doc_id": "d1", "text": "some words"}) + "\n")
+    with pytest.raises(DataError) as err:
+        _ = Dataset("tiny", DataMorganaQA(str(qa)), JsonlCorpus(str(docs))).questions
+    assert str(err.value) == f"{qa}: holds no questions (only a header, or nothing; dataset.questions.path)"
+
+
+def test_dropped_unjudged_questions_are_counted(tmp_path, caplog):
+    """Issue 52: `dataset.unjudged=drop` (BEIR) left out the queries its qrels do not judge without a word."""
+    from rag.data.qrels import QrelsFile
+
+    qa = tmp_path / "qa.tsv"
+    qa.write_text(HEADER + "".join(f"{i}\tq{i}?\ta\t['x']\t['d1']\tsingle-doc\n" for i in range(5)))
+    qrels = tmp_path / "qrels.tsv"
+    qrels.write_text("query-id\tcorpus-id\tscore\n1\td1\t1\n3\td1\t2\n")
+    docs = tmp_path / "docs.jsonl"
+    docs.write_text(json.dumps({"doc_id": "d1", "text": "some words"}) + "\n")
+    with caplog.at_level(logging.INFO, logger="rag.data.dataset"):
+        kept = Dataset("tiny", DataMorganaQA(str(qa)), JsonlCorpus(str(docs)), qrels=QrelsFile(str(qrels)),
+                       unjudged="drop").questions
+    assert [q.id for q in kept] == ["1", "3"]
+    assert "dataset tiny: 3 of 5 question(s) have no judgment in the qrels and are left out (dataset.unjudged=drop; " \
+           "keep runs them unjudged), e.g. 0" in caplog.text
+
+
 def test_chunking_limits_and_overlap():
     text = " ".join(f"w{i}" for i in range(10))
     assert chunk_words(text, 4) == ["w0 w1 w2 w3", "w4 w5 w6 w7", "w8 w9"]

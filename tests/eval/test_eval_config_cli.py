@@ -196,6 +196,26 @@ def test_judge_alias_llm_file_and_out_dir(tmp_path):
     assert json.loads((out / "metrics.json").read_text())["judge/liverag/n_judged"] == 3
 
 
+def test_the_judge_help_example_sets_the_judges_engine_and_a_bad_set_is_one_line(tmp_path, capsys, monkeypatch):
+    """Issue 52: `--set llm.n_ctx=4096`, the example of `eval.judge --help`, failed with a 60-line
+    ConfigCompositionException (`judge.llm` is `${llm}`, the run's own llm, filled in after composition)."""
+    assert "llm.n_ctx=4096" in judge_cli.__doc__
+    run = _run_folder(tmp_path, fixed())
+    seen = []
+    monkeypatch.setattr(judge_cli, "rejudge", lambda cfg, factory: seen.append(cfg) or rejudge(cfg, factory))
+    assert judge_cli.main([str(run), "--judge", "liverag", "--set", "llm.n_ctx=4096",
+                           "--set", "liverag.max_retries=0"]) == 0
+    assert seen[0].judge.llm.n_ctx == 4096 and seen[0].judge.llm.model == "fixed"
+    assert read_jsonl(run / "answers.jsonl")[0]["judges"]["liverag"]["correctness"] == 1
+    capsys.readouterr()
+    for bad, said in (("nothere.x=4", "ConfigError: --set: Could not override 'judge.nothere.x'."),
+                      ("llm.n_ctx", "ConfigError: --set llm.n_ctx: expected a dotted key under judge and a value"),
+                      ("llm.n_ctx=[", "ConfigError: --set llm.n_ctx=[: ")):
+        assert judge_cli.main([str(run), "--set", bad]) == 2
+        [line] = [ln for ln in capsys.readouterr().err.splitlines() if ln.strip()]
+        assert line.startswith(said), line
+
+
 def test_without_any_llm_config_says_so(tmp_path, capsys):
     run = _run_folder(tmp_path, None)
     with pytest.raises(SystemExit) as err:

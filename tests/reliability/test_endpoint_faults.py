@@ -46,6 +46,17 @@ class FaultyServer(BaseHTTPRequestHandler):
         if self.server.mode == "slow":
             time.sleep(1.5)
             return
+        if self.server.mode in ("html", "html_as_json"):  # a proxy's page, answered with HTTP 200
+            page = b"<!DOCTYPE html>\n<html><head><title>Sign in to the proxy</title></head><body>...</body></html>"
+            self.send_response(200)
+            self.send_header("Content-Type", "text/html" if self.server.mode == "html" else "application/json")
+            self.send_header("Content-Length", str(len(page)))
+            self.end_headers()
+            self.wfile.write(page)
+            return
+        if self.server.mode == "no_choices":
+            self._send(200, {"object": "chat.completion", "model": "m"})
+            return
         if self.server.mode == "bad_request":
             self._send(400, {"error": {"message": "max_tokens is too large", "type": "invalid_request_error"}})
             return
@@ -93,6 +104,27 @@ def test_a_refused_request_says_the_one_attempt_it_made(server):
     assert server.posts == 1
     assert "HTTP 400 after 1 attempt: " in str(err.value) and "max_tokens is too large" in str(err.value)
     assert "\n" not in str(err.value)
+
+
+@pytest.mark.parametrize("mode", ["html", "html_as_json", "no_choices"])
+def test_an_answer_that_is_no_completion_is_one_line_naming_the_endpoint_and_what_came_back(server, mode):
+    """Issue 52: an HTTP 200 whose body is a proxy's HTML page ended in a 103-line `JSONDecodeError` (or an
+    `AttributeError`) naming no endpoint. Now it is retried (the page of a restarting gateway goes away), then one
+    line naming the endpoint and the first bytes of the body."""
+    server.mode = mode
+    engine = OpenAICompatibleEngine(model="m", base_url=_url(server), api_key_env=None, max_retries=1)
+    request = LLMRequest(messages=[{"role": "user", "content": "hi"}], params=SamplingParams(max_tokens=4))
+    with pytest.raises(ServiceError) as err:
+        engine.generate([request])
+    line = str(err.value)
+    assert "\n" not in line and server.posts == 2, line
+    assert line.startswith(f"llm endpoint http://127.0.0.1:{server.server_address[1]}/v1 (model m): HTTP 200 after "
+                           f"2 attempts, but "), line
+    if mode == "no_choices":
+        assert line.endswith("""the JSON holds no choices (a proxy's page, or llm.base_url not the API's /v1 root?); """
+                             """it began: '{"model": "m", "object": "chat.completion"}'"""), line
+    else:
+        assert " the body is not JSON " in line and "it began: '<!DOCTYPE html> <html><head><title>Sign in" in line
 
 
 @pytest.mark.slow

@@ -196,3 +196,15 @@ def test_datagen_with_no_pair_kept_exits_non_zero_and_suggests_no_run(data_dir, 
     report = json.loads((out / "report.json").read_text())
     assert report["obtained_pairs"] == 0
 
+
+
+# -- issue 52 ---------------------------------------------------------------------------------------------------
+@pytest.mark.parametrize("module, args", [("rag.main", ["llm=null", "logger=none"]),
+                                          ("eval.main", ["run_dir=run", "llm=null", "rerank=null"])])
+def test_a_config_group_chosen_as_null_is_one_line_listing_its_options(module, args, tmp_path):
+    """`llm=null` ended in Hydra's traceback ("Config group override must be a string or a list")."""
+    proc = run_module(module, args, rag_env(tmp_path), timeout=120)
+    lines = _lines(proc)
+    assert proc.returncode == 2 and len(lines) == sum(a.endswith("=null") for a in args), lines
+    assert lines[0].startswith("ConfigError: llm=null: llm is a config group and null is none of its options; "
+                               "choose one: llm=<one of claude_haiku, ") and "Traceback" not in proc.stderr, lines

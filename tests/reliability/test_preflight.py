@@ -27,6 +27,16 @@ def _problem_lines(proc: subprocess.CompletedProcess) -> list[str]:
     return [ln for ln in proc.stderr.splitlines() if ln.startswith("preflight:")]
 
 
+def test_a_data_folder_that_does_not_exist_is_named_with_its_variable(tmp_path):
+    """Issue 52: without `paths.data_dir` (RAG_DATA_DIR unset) the lines named `dataset.questions.path` and
+    `dataset.corpus.path`, each as a missing file, not the setting that is wrong."""
+    nowhere = tmp_path / "no_data_here"
+    problems = check_config(compose_config(["dataset=hotpotqa", f"paths.data_dir={nowhere}"], tmp_path), environ={})
+    assert problems == [f"paths.data_dir={nowhere}: no such folder, so dataset.questions.path, dataset.corpus.path "
+                        f"cannot be read; set RAG_DATA_DIR=/path/to/data (or paths.data_dir=/path/to/data), the "
+                        f"folder holding liverag_dm/, hotpotqa_musique/, squad/"]
+
+
 def test_checks_from_composed_configs(hotpot_data, tmp_path):
     cfg = compose_config(["retriever=pinecone", "retriever.k=2", "rerank.k=10",
                           "dataset.corpus.path=missing/corpus.jsonl", "llm.model_path=/nonexistent/model.gguf"],
