@@ -47,7 +47,8 @@ def corpus_input(cfg: DictConfig) -> CorpusInput:
     spec = OmegaConf.to_container(spec) if OmegaConf.is_config(spec) else spec
     files = expand_corpus(spec, cfg.paths.data_dir)
     ix = cfg.index
-    return CorpusInput(tuple(files), Fields(ix.id_field, ix.text_field, ix.title_field), int(ix.chunk_words),
+    chunk_words = None if ix.chunk_words is None else int(ix.chunk_words)  # None: every record one passage
+    return CorpusInput(tuple(files), Fields(ix.id_field, ix.text_field, ix.title_field), chunk_words,
                        int(ix.overlap_words), ix.name, str(ix.empty_text),
                        str(Path(cfg.paths.cache_dir) / "file_hashes"))
 

@@ -44,7 +44,8 @@ class CorpusInput:
 
     files: tuple[Path, ...]
     fields: Fields = Fields()
-    chunk_words: int = 512
+    #: None keeps every record whole (one passage per record, as `dataset.corpus.chunk_words: null`: TREC segments)
+    chunk_words: int | None = 512
     overlap_words: int = 0
     name: str | None = None
     empty_text: str = "error"
@@ -53,7 +54,7 @@ class CorpusInput:
     def __post_init__(self) -> None:
         if self.empty_text not in ("error", "skip"):
             raise ConfigError(f"index.empty_text must be error or skip, got {self.empty_text!r}")
-        if self.chunk_words <= 0 or not 0 <= self.overlap_words < self.chunk_words:
+        if self.chunk_words is not None and (self.chunk_words <= 0 or not 0 <= self.overlap_words < self.chunk_words):
             raise ConfigError(f"index.chunk_words={self.chunk_words} / index.overlap_words={self.overlap_words}: "
                               f"need chunk_words > 0 and 0 <= overlap_words < chunk_words")
 
@@ -86,7 +87,8 @@ class CorpusInput:
             corpus.content_hash = hashes[0]  # the cached_property, already computed for the plan
             return corpus.key
         content = stable_hash([[f.name, h] for f, h in zip(self.files, hashes)], 16)
-        return slug(f"{self.display_name}-{content}-{self.chunk_words}w{self.overlap_words}o")
+        chunking = f"{self.chunk_words}w{self.overlap_words}o" if self.chunk_words else "whole"
+        return slug(f"{self.display_name}-{content}-{chunking}")
 
 
 @dataclass(frozen=True)

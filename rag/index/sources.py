@@ -176,7 +176,7 @@ def _iter_parquet(path: Path, fields: Fields, start: int, stop: int, file_index:
 class DocumentBatch(Corpus):
     """A few streamed documents as a Corpus, so that `Corpus.passages` chunks them and names their passages."""
 
-    def __init__(self, documents: list[Document], file: Path, chunk_words: int, overlap_words: int):
+    def __init__(self, documents: list[Document], file: Path, chunk_words: int | None, overlap_words: int):
         super().__init__(path=str(file), chunk_words=chunk_words, overlap_words=overlap_words, name="stream")
         self._documents = documents
         self._file = file
@@ -196,7 +196,7 @@ class SourcePassage:
     row: int
 
 
-def passages_of(documents: list[Document], files: Sequence[Path], kinds: Sequence[str], chunk_words: int,
+def passages_of(documents: list[Document], files: Sequence[Path], kinds: Sequence[str], chunk_words: int | None,
                 overlap_words: int, empty_text: str) -> tuple[list[SourcePassage], int]:
     """Passages of a batch of documents (in order) with the file and row each came from, and how many documents
     had no text. `empty_text=error` refuses such a document naming its row; `skip` drops it as Corpus does."""

@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 from hydra.utils import instantiate
 
+from rag.data.corpus import JsonlCorpus
 from rag.retrieve.bm25 import BM25Retriever
 from rag.retrieve.sharded import ShardedRetriever
 from tests.index.conftest import build, retriever_config, slice_corpus
@@ -143,3 +144,21 @@ def test_fineweb_parquet_shards_build_the_same_index_as_jsonl(fineweb, tmp_path)
     manifest = json.loads((from_parquet / "manifest.json").read_text())
     assert [f["documents"] for f in manifest["files"]] == [23, 17] and manifest["passages"] == len(
         json.loads((from_jsonl / "passage_ids.json").read_text()))
+
+
+def test_records_kept_whole_index_under_the_key_the_dataset_uses(tmp_path):
+    """`index.chunk_words=null` (as `dataset=trec`'s corpus keeps MS MARCO segments whole) builds one passage per
+    record under the key `rag.main` looks up (`...-whole`); it used to end in a TypeError traceback."""
+    from rag.index.main import run
+    from tests.index.conftest import index_config, read_docs, write_jsonl_gz
+
+    docs = [{"doc_id": d["doc_id"], "text": d["text"][:3000]} for d in read_docs(6)]
+    corpus = write_jsonl_gz(tmp_path / "segments.jsonl.gz", docs)
+    cache = tmp_path / "cache"
+    run(index_config(str(corpus), cache, "retriever=bm25", "index.num_shards=2", "index.chunk_words=null"))
+    key = JsonlCorpus(str(corpus), chunk_words=None, hash_cache_dir=str(cache / "file_hashes")).key
+    assert key.endswith("-whole")
+    folder = next((cache / "index").glob(f"*__{key}"))
+    assert (folder / "COMPLETE").is_file()
+    manifest = json.loads((folder / "manifest.json").read_text())
+    assert manifest["passages"] == len(docs)
