@@ -18,6 +18,7 @@ from typing import Any
 from tqdm.auto import tqdm
 
 from rag.core.cpus import usable_cpus
+from rag.core.errors import ConfigError
 from rag.core.hashing import stable_hash
 from rag.llm.base import Completion, LLMEngine, LLMRequest
 from rag.llm.cache import ResponseCache, model_identity
@@ -26,6 +27,11 @@ log = logging.getLogger(__name__)
 
 #: how `_fit` shortens an over-long plain prompt (part of the cache key: change it and old answers miss)
 TRUNCATION = "middle-cut, head quarter kept, budget n_ctx - max_tokens - 8"
+#: a chat-rendered prompt: the middle of its longest message (the passages, in RAG prompts) is cut so the whole
+#: fits, counting each message's tokens plus what the template adds around it
+CHAT_TRUNCATION = "longest message middle-cut, head quarter kept, budget n_ctx - max_tokens - 8 - 16 per message"
+#: tokens a chat template adds around one message (role markers, separators), allowed for when fitting
+CHAT_TOKENS_PER_MESSAGE = 16
 
 
 def resolve_model_file(model_path: str | None, model_package: str | None, model_file: str | None = None) -> Path:
@@ -96,7 +102,7 @@ class LlamaCppEngine(LLMEngine):
         template = self.metadata.get("tokenizer.chat_template") if not self.uses_plain_text() else None
         plain = self.uses_plain_text()
         return {"n_ctx": self.n_ctx, "n_batch": self.n_batch, "n_ubatch": self.n_ubatch,
-                "truncation": TRUNCATION if plain else "none", "rendering": self.chat_format,
+                "truncation": TRUNCATION if plain else CHAT_TRUNCATION, "rendering": self.chat_format,
                 "chat_template_sha256": stable_hash(template) if template else None,
                 "repeat_penalty": self.repeat_penalty, "top_k": self.top_k, "min_p": self.min_p,
                 "seed": self.seed, "llama_cpp": llama_cpp.__version__}
@@ -186,7 +192,7 @@ class LlamaCppEngine(LLMEngine):
             result = self.llm.create_completion(prompt=prompt, **kwargs)
             text = result["choices"][0]["text"]
         else:
-            prompt, truncated = self._render_chat(request.messages), False
+            prompt, truncated = self._render_chat(request.messages), request.truncated
             if p.json_schema is not None:
                 kwargs["response_format"] = {"type": "json_object", "schema": p.json_schema}
             result = self.llm.create_chat_completion(messages=request.messages, **kwargs)
@@ -260,6 +266,31 @@ class LlamaCppEngine(LLMEngine):
                 flat = np.ctypeslib.as_array(llm._ctx.get_logits(), shape=(len(chunk) * n_vocab,))
                 rows.append(flat.reshape(len(chunk), n_vocab).astype(np.float64))
         return np.concatenate(rows) if rows else np.zeros((0, n_vocab))
+
+    def fit(self, request: LLMRequest) -> tuple[LLMRequest, bool]:
+        """A chat-rendered prompt longer than the context: the middle of its longest message is cut (head quarter
+        kept), as the plain path cuts the whole prompt; llama.cpp would refuse it ("Requested tokens exceed context
+        window") and end the run. The plain path fits in `_one`, where the rendered prompt is known."""
+        if self.uses_plain_text():
+            return request, False
+        tokenizer = self._tokenizer()
+        counts = [len(tokenizer.tokenize(m["content"].encode("utf-8"), add_bos=False)) for m in request.messages]
+        budget = self.n_ctx - request.params.max_tokens - 8 - CHAT_TOKENS_PER_MESSAGE * len(counts)
+        excess = sum(counts) - budget
+        if excess <= 0:
+            return request, False
+        longest = max(range(len(counts)), key=counts.__getitem__)
+        tokens = tokenizer.tokenize(request.messages[longest]["content"].encode("utf-8"), add_bos=False)
+        keep = len(tokens) - excess
+        if keep < 1:
+            raise ConfigError(f"a prompt of {sum(counts):,} tokens cannot be cut to n_ctx={self.n_ctx} of {self.model}:"
+                              f" its other messages alone are too long (llm.n_ctx, or the caller's max_tokens)")
+        head = keep // 4
+        kept = tokens[:head] + tokens[len(tokens) - (keep - head):]
+        messages = [dict(m) for m in request.messages]
+        messages[longest]["content"] = tokenizer.detokenize(kept).decode("utf-8", errors="ignore")
+        log.warning("prompt of %d tokens cut to %d to fit n_ctx=%d", sum(counts), sum(counts) - excess, self.n_ctx)
+        return LLMRequest(messages=messages, params=request.params, stop_plain=request.stop_plain), True
 
     def _fit(self, prompt: str, max_tokens: int, quiet: bool = False) -> tuple[str, bool]:
         """Cut the middle of an over-long prompt so the instructions (head) and question (tail) survive."""
