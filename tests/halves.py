@@ -1,4 +1,5 @@
-"""`make test`: the suite as two pytest sessions at once, the documented commands (tests/docs) and everything else.
+"""`make test`: the suite as two pytest sessions at once, the documented commands (tests/docs, with the combinations
+of options, tests/combinations) and everything else.
 
 Why two: much of each half is one core of Python orchestration (subprocesses starting, SLURM polling, the instant
 endpoint answering), so run side by side they fill the cores that one session leaves idle (docs/benchmarks.md,
@@ -25,7 +26,10 @@ from rag.core.cpus import usable_cpus
 
 ROOT = Path(__file__).resolve().parents[1]
 LOGS = ROOT / ".pytest-halves"
-HALVES = {"docs": ["tests/docs"], "rest": ["tests", "--ignore=tests/docs"]}
+#: the combinations of options (tests/combinations) run beside the documented commands: both are commands in forked
+#: children of one preloaded server against the instant endpoint, and the docs half ends earlier than the rest
+HALVES = {"docs": ["tests/docs", "tests/combinations"],
+          "rest": ["tests", "--ignore=tests/docs", "--ignore=tests/combinations"]}
 
 
 def main(options: list[str]) -> int:

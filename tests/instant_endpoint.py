@@ -12,6 +12,7 @@ What it answers, the same way every time for the same request:
 - `POST /v1/chat/completions` and `/v1/completions`: with `response_format` `json_schema`, the smallest instance of
   the schema (first enum value, lowest allowed number, one list item, every required field); otherwise a short text
   made of the last line of the prompt. With `logprobs` / `top_logprobs`, alternatives at each position.
+- `POST /v1/messages`: Anthropic's Messages API, the same reply in its response shape.
 - `reasoning_tokens=N`: a reasoning model's hidden tokens, spent out of `max_completion_tokens` (or `max_tokens`)
   before the visible reply: a limit of at most N returns an empty reply with `finish_reason` "length", as OpenAI's
   reasoning models do.
@@ -149,6 +150,25 @@ class InstantEndpoint:
                  "top_logprobs": [{"token": t, "logprob": -0.1, "bytes": None}]} for t in tokens]}
         return {**base, "object": "chat.completion", "choices": [choice]}
 
+    def message(self, body: dict[str, Any]) -> dict[str, Any]:
+        """Anthropic's Messages API (`POST /v1/messages`): the same reply in its documented response shape (content
+        blocks, stop_reason, input/output token usage). A system prompt comes as the top-level `system` field."""
+        system = body.get("system")
+        system_text = system if isinstance(system, str) else " ".join(
+            str(b.get("text", "")) for b in system or [] if isinstance(b, dict))
+        messages = [{"role": m.get("role"), "content": m.get("content") if isinstance(m.get("content"), str) else
+                     " ".join(str(b.get("text", "")) for b in m.get("content") or [] if isinstance(b, dict))}
+                    for m in body.get("messages", [])]
+        chat = self.reply("/v1/messages", {**{k: v for k, v in body.items() if k not in ("messages", "system")},
+                                            "messages": [{"role": "system", "content": system_text}] * bool(system_text)
+                                            + messages})
+        choice, usage = chat["choices"][0], chat["usage"]
+        return {"id": "msg_instant", "type": "message", "role": "assistant", "model": body.get("model", self.model),
+                "content": [{"type": "text", "text": choice["message"]["content"]}],
+                "stop_reason": "max_tokens" if choice["finish_reason"] == "length" else "end_turn",
+                "stop_sequence": None,
+                "usage": {"input_tokens": usage["prompt_tokens"], "output_tokens": usage["completion_tokens"]}}
+
     def models(self) -> dict[str, Any]:
         data = [{"id": name, "object": "model", "owned_by": "tests", "created": 0, "max_model_len": self.max_model_len,
                  "type": "model", "display_name": name, "created_at": "2025-10-01T00:00:00Z"}
@@ -188,6 +208,8 @@ class InstantEndpoint:
                 body = json.loads(self.rfile.read(int(self.headers.get("Content-Length", 0))) or b"{}")
                 if self.path.split("?", 1)[0].rstrip("/").endswith(("/chat/completions", "/completions")):
                     self._send(200, endpoint.reply(self.path, body))
+                elif self.path.split("?", 1)[0].rstrip("/").endswith("/messages"):
+                    self._send(200, endpoint.message(body))
                 else:
                     self._send(404, {"error": {"message": f"no route {self.path}"}})
 

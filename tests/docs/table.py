@@ -240,6 +240,8 @@ ROWS: dict[str, Row] = {
         checks=[answers(20, counted_empty=True), prints("Run folder:", "answer/f1/all"), files("metrics.json", "config.json")],
         makes="demo_run", marks=SLOW, timeout=1800),
     "make test": Ci(why="the README's second command: .ci/run runs it, and this test is part of it"),
+    "python -m tests.combinations": Run(checks=[prints("in-process cells", "hydra/launcher=slurm", "refused combinations",
+                                                         "pairs of options across groups", "in none: 0")]),
     "python -m rag.describe": Run(checks=[prints("GROUP", "OPTION", "DESCRIPTION", "retriever", "bm25 *",
                                                  "Embedded BM25 (bm25s)", "hydra/launcher", "slurm")]),
     "python -m rag.describe retriever": Run(checks=[prints("retriever:", "bm25 *", "fusion",
