@@ -3,9 +3,11 @@
 The cells are a pairwise covering design generated from `conf/` (tests/combinations/design.py): every pair of
 options from two different config groups is in at least one cell, apart from the combinations
 tests/combinations/table.py declares costly (each naming the test that covers the same code) or refused (each
-run as a cell of its own). Each cell runs `python -m rag.main` as a user types it, on one or two questions, in a
-child forked from the preloaded server of tests/docs/runner.py, against the instant endpoint of
-tests/instant_endpoint.py (engines that run here, llama.cpp on the shipped GGUFs, answer for real). It must end in
+run as a cell of its own). The pairwise cells run as one multirun, `python -m rag.main -m +combo=c000,...` (each cell
+a config of a `combo` group written from its command line), in one child forked from the preloaded server of
+tests/docs/runner.py; each other launcher runs its own cells as one multirun; edge and refused cells run alone as
+the command a user types. Cells answer one or two questions against the instant endpoint of
+tests/instant_endpoint.py (engines that run here, llama.cpp on the shipped GGUFs, answer for real). Each must end in
 exactly one of two ways:
 - it completes: answers for every question, metrics.json with every configured metric and judge, each value finite
   and inside the range rag.metrics.registry declares, the retrieval run file, an attack's planted passages where it
@@ -46,7 +48,8 @@ def build() -> d.Design:
     base.update(judge="nuggets", llm="openai_compatible", logger="none", metrics="f1", attack="none",
                 retriever="bm25", rerank="none", generator="simple", substitutions="none", query="none")
     out.edges = [
-        ("judge.repeats=2 with nugget-based judges", {**base, "judge": "argue"}, ["judge.repeats=2"]),
+        ("judge.repeats=2 with nugget-based judges", {**base, "judge": "argue"},
+         ["judge=[nuggets,argue]", "judge.repeats=2"]),
         ("attack.n_passages=0 plants nothing", {**base, "attack": "poisonedrag"}, ["attack.n_passages=0"]),
         ("attack.n_passages=1", {**base, "attack": "poisonedrag"}, ["attack.n_passages=1"]),
         ("retriever.k beyond the corpus (994 passages)", base, ["retriever.k=2000", "cache.retrieval_depth=2000"]),
@@ -232,7 +235,16 @@ def test_edge_values(name, store):
     result, home = _run(store, "edge-" + name.split()[0].replace(".", "_") + str(hash(name) % 1000),
                         command(cell, store, extra))
     assert result.returncode == 0, result.tail()
-    check_completed(cell, _run_folder(home, result), t.QUESTIONS["instant"], result)
+    folder = _run_folder(home, result)
+    check_completed(cell, folder, t.QUESTIONS["instant"], result)
+    if "judge.repeats=2" in extra:  # every nugget-based judge repeated, over the run's one nugget set
+        metrics = json.loads((folder / "metrics.json").read_text())
+        for judge in ("nuggets", "argue"):
+            assert any(k.startswith(f"noise/{judge}") for k in metrics), f"no repeats stored for {judge}"
+        for row in (folder / "answers.jsonl").read_text().splitlines():
+            judges = json.loads(row)["judges"]
+            sets = {r.get("nugget_set") for j in ("nuggets", "argue") for r in judges[j]["repeats"]}
+            assert sets == {judges["nuggets"]["nugget_set"]}, sets
 
 
 @pytest.mark.parametrize("name", [n for n, _ in DESIGN.refused])
