@@ -54,7 +54,7 @@ $(STAMP): setup.cfg constraints/cpu.txt Makefile
 demo: setup
 	$(BIN)/python -m rag.main experiment=demo
 
-# the suite as two concurrent pytest sessions (tests/docs, the rest): tests/halves.py says why
+# the suite as three concurrent pytest sessions (tests/docs, tests/combinations, the rest): tests/halves.py says why
 test: setup
 	$(BIN)/python -m tests.halves -q --timeout=1800
 

@@ -1,14 +1,14 @@
-"""`make test`: the suite as two pytest sessions at once, the documented commands (tests/docs, with the combinations
-of options, tests/combinations) and everything else.
+"""`make test`: the suite as three pytest sessions at once: the documented commands (tests/docs), the combinations of
+options (tests/combinations) and everything else.
 
-Why two: much of each half is one core of Python orchestration (subprocesses starting, SLURM polling, the instant
+Why several: much of each session is one core of Python orchestration (subprocesses starting, SLURM polling, the instant
 endpoint answering), so run side by side they fill the cores that one session leaves idle (docs/benchmarks.md,
 "CI budget"). Each session gets its share of the CPUs as `OMP_NUM_THREADS` (unless set already): torch, NumPy and
 llama.cpp (rag.core.cpus) size their thread pools to it, because pools sized to the whole machine oversubscribe it
 when the sessions run at once, and their spinning waits burn the cores they share (1 thread each on CI's 2 cores).
 Each session keeps its own fixtures, temporary folders and skip report; the exit status is the first non-zero
-one. Each half's output goes to its log file as it runs (`.pytest-halves/<half>.log`, printed here when the half
-ends), so a run stopped by a time limit still leaves what each half had done.
+one. Each session's output goes to its log file as it runs (`.pytest-halves/<half>.log`, printed here when the half
+ends), so a run stopped by a time limit still leaves what each session had done.
 
     python -m tests.halves [pytest options...]      # e.g. -q --timeout=1800
 """
@@ -26,9 +26,10 @@ from rag.core.cpus import usable_cpus
 
 ROOT = Path(__file__).resolve().parents[1]
 LOGS = ROOT / ".pytest-halves"
-#: the combinations of options (tests/combinations) run beside the documented commands: both are commands in forked
-#: children of one preloaded server against the instant endpoint, and the docs half ends earlier than the rest
-HALVES = {"docs": ["tests/docs", "tests/combinations"],
+#: the combinations of options (tests/combinations) are a third session: after the docs half they made it the last
+#: to end (a clean .ci/run of 2047797: the rest 44:56 min, the docs half 50 min before its combinations started);
+#: beside the other two it fills the cores they leave idle once the vLLM lane is done
+HALVES = {"docs": ["tests/docs"], "combinations": ["tests/combinations"],
           "rest": ["tests", "--ignore=tests/docs", "--ignore=tests/combinations"]}
 
 
