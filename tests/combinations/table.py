@@ -92,10 +92,15 @@ class Costly:
     covered_by: str
 
 
-def _encodes_large_corpus(cell: Cell) -> bool:
+def _encodes_corpus(cell: Cell) -> bool:
+    """The cell's retriever encodes the whole corpus with the dense model (as configured, or once substitutions
+    swap Pinecone for the embedded dense index)."""
     retriever = cell.get("retriever")
-    dense = retriever in ENCODES_CORPUS or (retriever == "pinecone" and cell.get("substitutions") == "embedded")
-    return dense and cell.get("dataset") in LARGE_CORPUS
+    return retriever in ENCODES_CORPUS or (retriever == "pinecone" and cell.get("substitutions") == "embedded")
+
+
+def _encodes_large_corpus(cell: Cell) -> bool:
+    return _encodes_corpus(cell) and cell.get("dataset") in LARGE_CORPUS
 
 
 #: strategies and rerankers that call the model many times per question (minutes per question on a 270M model here)
@@ -109,9 +114,7 @@ MEDIUM_CORPUS = {"squad_v1", "squad_v2", "musique"}
 
 
 def _encodes_an_attacked_medium_corpus(cell: Cell) -> bool:
-    retriever = cell.get("retriever")
-    dense = retriever in ENCODES_CORPUS or (retriever == "pinecone" and cell.get("substitutions") == "embedded")
-    return dense and cell.get("attack", "none") != "none" and cell.get("dataset") in MEDIUM_CORPUS
+    return _encodes_corpus(cell) and cell.get("attack", "none") != "none" and cell.get("dataset") in MEDIUM_CORPUS
 
 
 def _many_calls_on_a_real_model(cell: Cell) -> bool:
@@ -152,12 +155,8 @@ class Refusal:
 def _searches_an_index_made_elsewhere(retriever: str) -> bool:
     """Whether the retriever option's class searches an index it did not build from the run's corpus (a hosted
     service, or shards `python -m rag.index` built): the class says so, so a new hosted retriever joins here."""
-    from omegaconf import OmegaConf
-
-    from rag.core.components import component_class
-
-    target = OmegaConf.load(CONF / "retriever" / f"{retriever}.yaml").get("_target_")
-    return bool(target) and not getattr(component_class(target), "indexes_local_corpus", True)
+    cls = _option_class("retriever", retriever)
+    return cls is not None and not getattr(cls, "indexes_local_corpus", True)
 
 
 def _sharded_over_unindexable_corpus(cell: Cell) -> bool:
@@ -178,13 +177,9 @@ def _attack_on_hosted_index(cell: Cell) -> bool:
 
 
 
+@functools.cache
 def _option_class(group: str, option: str, key: str = "_target_") -> type | None:
     """The class an option's YAML names at `key` (following its defaults list to the option it extends)."""
-    return _class_at(group, option, key)
-
-
-@functools.cache
-def _class_at(group: str, option: str, key: str) -> type | None:
     from omegaconf import OmegaConf
 
     from rag.core.components import component_class
@@ -194,7 +189,7 @@ def _class_at(group: str, option: str, key: str) -> type | None:
     if target:
         return component_class(str(target))
     parents = [p for p in node.get("defaults") or [] if isinstance(p, str) and p != "_self_"]
-    return _class_at(group, parents[0], key) if parents else None
+    return _option_class(group, parents[0], key) if parents else None
 
 
 def _attack_on_questions_without_answers(cell: Cell) -> bool:
