@@ -29,6 +29,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from rag.core.components import component_class
+from rag.core.errors import ONE_LINE_ERRORS
 from rag.core.hashing import stable_hash
 from rag.data.questions import DeclaredSplit, shared_questions
 from rag.records import Question
@@ -72,7 +73,11 @@ def split_problems(data: Mapping[str, Any], nodes: Iterable[tuple[str, Mapping[s
         declare: Callable[..., list[DeclaredSplit]] | None = getattr(cls, "declared_splits", None)
         if not callable(declare):
             continue
-        splits = declare(node, path)
+        try:
+            splits = declare(node, path)
+        except ONE_LINE_ERRORS as err:  # a split's file that cannot be read: the data checks name it
+            log.debug("preflight: the declared splits of %s were not loaded: %s", path, err)
+            continue
         if not splits:
             continue
         evaluated = evaluated or evaluated_questions(dataset)

@@ -140,3 +140,14 @@ def test_slurm_sweep_without_key_submits_nothing(slurm, hotpot_data, tmp_path):
     assert any("PINECONE_API_KEY" in ln for ln in _problem_lines(proc))
     assert _slurm_jobs_writing_under(tmp_path) == []
     assert sweep_dirs(tmp_path / "outputs") == []
+
+
+def test_a_missing_data_folder_in_a_sweep_with_demonstrations_is_one_line_per_setting(tmp_path):
+    """`experiment=poisoning` without RAG_DATA_DIR: InstructRAG's demonstrations live in a data file too; its
+    declared-split check must not raise past the preflight (it did, with a traceback), and the one data-folder line
+    names the demonstrations' setting beside the dataset's."""
+    nowhere = tmp_path / "no_data_here"
+    cfg = compose_config(["experiment=poisoning", "generator=instructrag", f"paths.data_dir={nowhere}"], tmp_path)
+    problems = check_config(cfg, environ={})
+    assert len(problems) == 1 and problems[0].startswith(f"paths.data_dir={nowhere}: no such folder"), problems
+    assert "dataset.questions.path" in problems[0] and "generator.demo_questions.path" in problems[0]
