@@ -30,6 +30,8 @@ TRUNCATION = "middle-cut, head quarter kept, budget n_ctx - max_tokens - 8"
 #: a chat-rendered prompt: the middle of its longest message (the passages, in RAG prompts) is cut so the whole
 #: fits, counting each message's tokens plus what the template adds around it
 CHAT_TRUNCATION = "longest message middle-cut, head quarter kept, budget n_ctx - max_tokens - 8 - 16 per message"
+#: llm.kv_cache_type -> llama-cpp-python's GGML type constant
+KV_CACHE_TYPES = {"f16": "GGML_TYPE_F16", "f32": "GGML_TYPE_F32", "q8_0": "GGML_TYPE_Q8_0", "q4_0": "GGML_TYPE_Q4_0"}
 #: tokens a chat template adds around one message (role markers, separators), allowed for when fitting
 CHAT_TOKENS_PER_MESSAGE = 16
 
@@ -67,7 +69,8 @@ class LlamaCppEngine(LLMEngine):
     def __init__(self, model_path: str | None = None, model_package: str | None = None,
                  model_file: str | None = None, model_name: str | None = None, n_ctx: int = 8192,
                  n_threads: int | None = None, n_threads_batch: int | None = None, n_batch: int = 512,
-                 n_ubatch: int | None = None,
+                 n_ubatch: int | None = None, flash_attn: bool = False, swa_full: bool | None = None,
+                 kv_cache_type: str = "f16",
                  chat_format: str = "auto", seed: int = 0, repeat_penalty: float = 1.0, top_k: int = 40,
                  min_p: float = 0.05, cache: ResponseCache | None = None, verbose: bool = False):
         self.model_file = resolve_model_file(model_path, model_package, model_file)
@@ -86,6 +89,19 @@ class LlamaCppEngine(LLMEngine):
         #: tokens per compute step; llama.cpp reserves n_ubatch x vocabulary floats for logits (262k-token
         #: vocabularies: 512 -> 0.5 GB), so a smaller value saves memory at little cost on a CPU
         self.n_ubatch = n_ubatch or n_batch
+        #: llama.cpp's fused attention kernel; on a CPU it changes summation order, so answers may differ in the
+        #: last bits (part of the signature); measured on/off in docs/benchmarks.md, "LLM throughput"
+        self.flash_attn = bool(flash_attn)
+        #: sliding-window models (Gemma 3): null keeps llama.cpp's default (a full-size cache for the window layers,
+        #: which keeps prefix reuse possible); false keeps only the window, less attention work on long prompts
+        self.swa_full = swa_full
+        if kv_cache_type not in KV_CACHE_TYPES:
+            raise ValueError(f"llm.kv_cache_type={kv_cache_type!r}: one of {', '.join(KV_CACHE_TYPES)}")
+        #: the KV cache's element type (llama.cpp: f16 by default; q8_0 halves it and needs flash_attn)
+        self.kv_cache_type = kv_cache_type
+        if kv_cache_type not in ("f16", "f32") and not self.flash_attn:
+            raise ValueError(f"llm.kv_cache_type={kv_cache_type}: a quantized KV cache needs llm.flash_attn=true "
+                             "(llama.cpp quantizes the V cache only inside its flash-attention kernel)")
         #: small base models loop without it; 1.0 disables (llama.cpp's neutral value)
         self.repeat_penalty = repeat_penalty
         #: llama.cpp's own sampler defaults, passed explicitly so that they are part of the cache key
@@ -102,10 +118,23 @@ class LlamaCppEngine(LLMEngine):
         template = self.metadata.get("tokenizer.chat_template") if not self.uses_plain_text() else None
         plain = self.uses_plain_text()
         return {"n_ctx": self.n_ctx, "n_batch": self.n_batch, "n_ubatch": self.n_ubatch,
+                **self._kernel_options(),
                 "truncation": TRUNCATION if plain else CHAT_TRUNCATION, "rendering": self.chat_format,
                 "chat_template_sha256": stable_hash(template) if template else None,
                 "repeat_penalty": self.repeat_penalty, "top_k": self.top_k, "min_p": self.min_p,
                 "seed": self.seed, "llama_cpp": llama_cpp.__version__}
+
+    def _kernel_options(self) -> dict[str, Any]:
+        """Options that change how llama.cpp computes (its summation order), named only when not the default,
+        so the cache keys of answers made with the defaults stay what they were."""
+        options: dict[str, Any] = {}
+        if self.flash_attn:
+            options["flash_attn"] = True
+        if self.swa_full is not None:
+            options["swa_full"] = self.swa_full
+        if self.kv_cache_type != "f16":
+            options["kv_cache_type"] = self.kv_cache_type
+        return options
 
     def model_identity(self) -> dict[str, Any]:
         memo = self.cache.memo_dir if self.cache is not None else None
@@ -129,10 +158,13 @@ class LlamaCppEngine(LLMEngine):
     def llm(self):
         """The loaded model; loaded on first use so that composing configs stays cheap."""
         if self._llm is None:
+            import llama_cpp
             from llama_cpp import Llama
 
+            kv_type = getattr(llama_cpp, KV_CACHE_TYPES[self.kv_cache_type])
             self._llm = Llama(model_path=str(self.model_file), n_ctx=self.n_ctx, n_threads=self.n_threads,
                               n_threads_batch=self.n_threads_batch, n_batch=self.n_batch, n_ubatch=self.n_ubatch,
+                              flash_attn=self.flash_attn, swa_full=self.swa_full, type_k=kv_type, type_v=kv_type,
                               seed=self.seed, verbose=self.verbose)
             self.model_loads += 1
         return self._llm
