@@ -1,11 +1,16 @@
 """Rerun only the failed and missing cells of a sweep, each into its own folder so that it resumes.
 
-    python -m jobs.resubmit SWEEP_DIR [--launcher slurm|local] [--cells 3 7] [--dry-run]
+    python -m jobs.resubmit SWEEP_DIR [--launcher slurm|local] [--cells 3 7] [--dry-run] [--refresh]
 
 Each selected cell reruns `python -m rag.main <the cell's overrides> hydra.run.dir=<the cell's folder>`: the
 overrides come from the cell's `.hydra/overrides.yaml` (or, for a cell that never started, from expanding the
 sweep's overrides in `multirun.yaml`), and the answers already journalled in the folder are kept, not
 generated again. Complete cells and cells whose job is still pending or running are left alone.
+
+When the resubmitted cells complete, the sweep's summary and report are written again with the sweep's own
+settings (its `hydra.callbacks.sweep_summary`): at once for `--launcher local`; for SLURM, whose jobs end later,
+the command says in one line to run `python -m jobs.resubmit SWEEP_DIR --refresh` then (a summary written before
+the cells completed still counts them as failed).
 
 `--launcher slurm` (default for SLURM sweeps) submits `jobs/single_run.sbatch` with the sweep's own resources
 (partition, account, time, CPUs, memory, GPUs, setup lines from its `hydra.launcher`); `--launcher local`
@@ -146,6 +151,26 @@ def run_local(sweep: SweepFolder, status: CellStatus, launcher: dict[str, Any], 
     return "ok" if code == 0 else "failed"
 
 
+def refresh(sweep: SweepFolder) -> None:
+    """The summary and report the sweep's end wrote, written again now that more cells completed: the sweep's own
+    callback settings (agreement, significance, pooling, W&B) from its multirun.yaml, defaults where it had none."""
+    from hydra.utils import instantiate
+    from omegaconf import OmegaConf
+
+    from eval.sweep_callback import SweepSummaryCallback
+
+    master = OmegaConf.create(sweep.master)
+    node = OmegaConf.select(master, "hydra.callbacks.sweep_summary")
+    callback = instantiate(node) if node is not None else SweepSummaryCallback(wandb=False)
+    OmegaConf.update(master, "hydra.sweep.dir", str(sweep.dir), force_add=True)  # not `${now:...}` again
+    callback.on_multirun_end(master)
+
+
+def _refresh_line(sweep_dir: Path) -> str:
+    return (f"when the resubmitted cells have completed, write the sweep's summary and report again: "
+            f"python -m jobs.resubmit {shlex.quote(str(sweep_dir))} --refresh")
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m jobs.resubmit", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -154,9 +179,16 @@ def main(argv: Sequence[str] | None = None) -> int:
                         help="default: slurm for sweeps launched on SLURM, else local")
     parser.add_argument("--cells", type=int, nargs="*", default=[], help="only these cell numbers")
     parser.add_argument("--dry-run", action="store_true", help="print the commands, submit nothing")
+    parser.add_argument("--refresh", action="store_true",
+                        help="resubmit nothing: write the summary and report again (after resubmitted cells end)")
     args = parser.parse_args(argv)
 
     sweep, statuses = sweep_status(args.sweep_dir)
+    if args.refresh:
+        refresh(sweep)
+        complete = sum(s.state == "complete" for s in sweep_status(args.sweep_dir)[1])
+        print(f"summary and report written again: {complete} of {len(statuses)} cells complete")
+        return 0
     chosen = select(statuses, args.cells)
     busy = [s for s in statuses if s.state in ("pending", "running")]
     complete = sum(s.state == "complete" for s in statuses)
@@ -176,6 +208,18 @@ def main(argv: Sequence[str] | None = None) -> int:
             outcome = run_local(sweep, status, launcher, args.dry_run)
             failures += outcome == "failed"
             print("  dry run: nothing run" if args.dry_run else f"  {outcome}")
+    if args.dry_run:
+        return 0
+    if launcher_kind == "local":
+        statuses = sweep_status(args.sweep_dir)[1]
+        complete = sum(s.state == "complete" for s in statuses)
+        if complete == len(statuses):
+            refresh(sweep)
+            print(f"every cell complete ({complete}): summary and report written again")
+        else:
+            print(f"{complete} of {len(statuses)} cells complete; {_refresh_line(args.sweep_dir)}")
+    else:
+        print(_refresh_line(args.sweep_dir))
     return 1 if failures else 0
 
 

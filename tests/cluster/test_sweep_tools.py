@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import pickle
 import shlex
+import shutil
 from pathlib import Path
 
 import pytest
@@ -203,3 +204,23 @@ def test_never_started_cells_of_the_projects_own_sweeper_are_found(target, expan
 
     master = {"hydra": {"sweeper": {"_target_": target}, "overrides": {"task": TASK}}}
     assert expected_overrides(master) == (CELLS if expands else None)
+
+
+def test_resubmit_says_how_to_refresh_and_refresh_rewrites_the_summary(sweep_dir, capsys, monkeypatch):
+    """Issue 52: after `jobs.resubmit` the summary said "2 complete" for good. A SLURM resubmission now ends with the
+    one line to run once its jobs end; `--refresh` writes summary.md again with the cells that completed since."""
+    monkeypatch.setattr(resubmit, "submit_slurm", lambda sweep, status, launcher, dry_run=False: "901")
+    assert resubmit.main([str(sweep_dir), "--launcher", "slurm"]) == 0
+    last = capsys.readouterr().out.strip().splitlines()[-1]
+    assert last == ("when the resubmitted cells have completed, write the sweep's summary and report again: "
+                    f"python -m jobs.resubmit {sweep_dir} --refresh")
+    summarize(sweep_dir, wandb=False)
+    assert "Cells: 2 complete of 4" in (sweep_dir / "summary.md").read_text()
+    for num in (1, 3):  # the resubmitted cells complete (as their jobs would write them)
+        for cell in sweep_dir.glob(f"{num}_*"):
+            shutil.rmtree(cell)
+        _write_cell(sweep_dir, num, {"answer/f1/all": 0.1 * num, "llm_calls": 3, "n_questions": 3}, job=f"901_{num}")
+    assert resubmit.main([str(sweep_dir), "--refresh"]) == 0
+    assert capsys.readouterr().out.strip().splitlines()[-1] == \
+        "summary and report written again: 4 of 4 cells complete"
+    assert "Cells: 4 complete of 4" in (sweep_dir / "summary.md").read_text()
