@@ -39,6 +39,7 @@ from rag.core.components import component_class
 from rag.preflight.attack import answerless_targets, unreached_index
 from rag.preflight.cluster import cluster_problems
 from rag.preflight.prebuilt import unbuildable_index
+from rag.preflight.query import unknown_query_sources
 
 log = logging.getLogger(__name__)
 
@@ -359,6 +360,9 @@ def check_config(cfg: DictConfig, environ: dict[str, str] | None = None) -> list
     unbuildable = unbuildable_index(data)  # a prebuilt-index retriever over a corpus rag.index cannot read
     if unbuildable:
         problems.append(unbuildable)
+    unknown_source = unknown_query_sources(data)  # a query written for a source the fusion lacks (a typo)
+    if unknown_source:
+        problems.append(unknown_source)
     retriever_k = (data.get("retriever") or {}).get("k")
     rerank_k = (data.get("rerank") or {}).get("k")
     if isinstance(retriever_k, int) and isinstance(rerank_k, int) and rerank_k > retriever_k:

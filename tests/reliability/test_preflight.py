@@ -151,3 +151,16 @@ def test_a_missing_data_folder_in_a_sweep_with_demonstrations_is_one_line_per_se
     problems = check_config(cfg, environ={})
     assert len(problems) == 1 and problems[0].startswith(f"paths.data_dir={nowhere}: no such folder"), problems
     assert "dataset.questions.path" in problems[0] and "generator.demo_questions.path" in problems[0]
+
+
+def test_a_query_source_name_with_a_typo_is_refused_naming_the_setting(tmp_path):
+    """Issue 52: `query.sparse_source=bm25x` beside a fusion of `sparse` and `dense` sent the keyword queries to every
+    source, silently. The default names against the default fusion, and a single retriever, stay accepted."""
+    typo = compose_config(["query=rewrite", "retriever=fusion", "query.sparse_source=bm25x"], tmp_path)
+    assert [p for p in check_config(typo, environ={}) if "query." in p] == [
+        "query.sparse_source=bm25x: retriever.sources has no such source (it has sparse, dense); its queries would "
+        "search every source. Name one of the fusion's sources"]
+    for overrides in (["query=rewrite", "retriever=fusion"], ["query=preqrag", "retriever=bm25"],
+                      ["query=rewrite", "retriever=fusion", "query.sparse_source=x", "query.dense_source=y"]):
+        cfg = compose_config(overrides, tmp_path)
+        assert not [p for p in check_config(cfg, environ={}) if p.startswith("query.")], overrides
