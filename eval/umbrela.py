@@ -24,6 +24,7 @@ also holds the query, the passage text and the sampling settings), so a rerun as
 
 from __future__ import annotations
 
+import logging
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -39,6 +40,8 @@ from rag.llm.base import LLMEngine, LLMRequest
 from rag.llm.cache import OutputCache
 from rag.llm.factory import to_plain
 from rag.prompts import load_prompt
+
+log = logging.getLogger(__name__)
 
 GRADES = (0, 1, 2, 3)
 #: the published meaning of each grade (UMBRELA's prompt; TREC DL's names in brackets)
@@ -90,8 +93,9 @@ class Grade:
 #: how a grade is read: "text" parses the published `##final score: N` reply (re-asked when unreadable);
 #: "logprobs" reads it from the first token's alternatives over 0-3 after a prompt that ends in `##final score:`
 #: (`rag.llm.asking.ask_choices`, as the nugget assignment's logprobs mode; the first non-blank token, as a
-#: tokenizer may emit the space before the digit on its own); "auto": logprobs where the engine
-#: returns log-probabilities (llama.cpp, vLLM, OpenAI-compatible), else text
+#: tokenizer may emit the space before the digit on its own); "auto": logprobs where the engine's class returns
+#: log-probabilities (llama.cpp, vLLM, OpenAI-compatible), else text; an endpoint of such a class that returns none
+#: for a whole batch (many proxies and hosted APIs) is graded in text mode from then on, said in one line
 MODES = ("auto", "text", "logprobs")
 LABELS = tuple(str(g) for g in GRADES)
 
@@ -118,11 +122,14 @@ class UmbrelaGrader:
         self.logprobs_prompt = logprobs_prompt
         #: alternatives read at the reply's first token in logprobs mode (OpenAI-compatible servers allow <= 20)
         self.top_logprobs = top_logprobs
+        #: engines that `auto` found returning no log-probabilities (their model names): graded in text mode
+        self.without_logprobs: set[str] = set()
 
     def resolved_mode(self, engine: LLMEngine) -> str:
-        """`mode`, with auto settled for this engine."""
+        """`mode`, with auto settled for this engine: what its class can return, then what it did return."""
         if self.mode == "auto":
-            return "logprobs" if engine.supports_logprobs else "text"
+            usable = engine.supports_logprobs and engine.model not in self.without_logprobs
+            return "logprobs" if usable else "text"
         return self.mode
 
     def prompt_name(self, engine: LLMEngine) -> str:
@@ -170,6 +177,12 @@ class UmbrelaGrader:
         if mode == "logprobs":
             chosen = ask_choices(engine, requests, LABELS, self.top_logprobs, desc="umbrela (logprobs)",
                                  skip_blank=True)
+            if self.mode == "auto" and not any(c.alternatives for c in chosen):
+                self.without_logprobs.add(engine.model)
+                log.warning("umbrela: mode=auto: %s returned no log-probabilities for any of %d requests; grading "
+                            "in text mode (the published `##final score:` reply). Set umbrela.mode=text to skip "
+                            "the probe", engine.model, len(requests))
+                return self.grade(engine, items)
             found = [(None if c.label is None else int(c.label), c.raw, 1, c.probabilities) for c in chosen]
         else:
             asked = ask_with_retries(engine, requests, lambda _j, text: parse_final_score(text), self.max_retries,

@@ -100,8 +100,10 @@ class InstantEndpoint:
     """`with InstantEndpoint() as endpoint:` serves on `endpoint.url` (`http://127.0.0.1:<port>/v1`)."""
 
     def __init__(self, model: str = "instant", reasoning_tokens: int = 0, max_model_len: int = 32768,
-                 models: tuple[str, ...] = ()):
+                 models: tuple[str, ...] = (), logprobs: bool = True):
         self.model, self.reasoning_tokens, self.max_model_len = model, reasoning_tokens, max_model_len
+        #: False: never any log-probabilities, even when asked (as many proxies and hosted APIs answer)
+        self.logprobs = logprobs
         #: the ids `GET /v1/models` lists (OpenAI's and Anthropic's list shapes at once)
         self.models_listed = tuple(models) or (model,)
         self.requests: list[dict[str, Any]] = []
@@ -134,7 +136,7 @@ class InstantEndpoint:
         tokens = text.split(" ") if text else []
         top = int(body.get("top_logprobs") or (body.get("logprobs") if isinstance(body.get("logprobs"), int)
                                                 and not isinstance(body.get("logprobs"), bool) else 0) or 0)
-        wants_logprobs = bool(body.get("logprobs")) or top > 0
+        wants_logprobs = self.logprobs and (bool(body.get("logprobs")) or top > 0)
         base = {"id": "instant", "created": 0, "model": self.model, "usage": usage}
         if "prompt" in body:
             choice: dict[str, Any] = {"index": 0, "text": text, "finish_reason": finish}

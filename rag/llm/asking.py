@@ -83,6 +83,9 @@ class Chosen:
     label: str | None
     probabilities: dict[str, float]
     raw: str = ""
+    #: how many alternatives the engine returned at the position read (0: it returned no log-probabilities, as
+    #: some proxies and hosted APIs do even when asked)
+    alternatives: int = 0
 
 
 def label_probabilities(alternatives: dict[str, float], labels: Sequence[str]) -> dict[str, float]:
@@ -125,5 +128,5 @@ def ask_choices(engine: LLMEngine, requests: Sequence[LLMRequest], labels: Seque
             first = positions[1]
         probabilities = label_probabilities(first, labels)
         best = max(probabilities, key=probabilities.get) if probabilities else None
-        out.append(Chosen(best, {k: round(v, 6) for k, v in probabilities.items()}, completion.text))
+        out.append(Chosen(best, {k: round(v, 6) for k, v in probabilities.items()}, completion.text, len(first)))
     return out
