@@ -75,6 +75,7 @@ COSTS: dict[tuple[str, str], float] = {
     ("attack", "poisonedrag"): 6, ("attack", "prompt_injection"): 6,  # an attacked corpus is indexed again
     ("judge", "full"): 3, ("generator", "astuterag"): 2, ("generator", "iterdrag"): 2, ("generator", "crucible"): 2,
     ("generator", "crucible_verified"): 3, ("generator", "topclust"): 2,
+    ("generator", "ircot"): 2, ("generator", "search_o1"): 2, ("generator", "search_r1"): 2,
 }
 
 
@@ -105,7 +106,8 @@ def _encodes_large_corpus(cell: Cell) -> bool:
 
 #: strategies and rerankers that call the model many times per question (minutes per question on a 270M model here)
 MANY_CALLS = {("generator", g) for g in ("trustrag", "astuterag", "instructrag", "iterdrag", "crucible",
-                                          "crucible_verified", "ginger", "grag", "topclust")} | \
+                                          "crucible_verified", "ginger", "grag", "topclust", "ircot", "search_o1",
+                                          "search_r1")} | \
     {("rerank", r) for r in ("pointwise", "diversity", "bge_diversity", "rank_r1")}
 
 
@@ -134,7 +136,8 @@ COSTLY = [
            "a strategy or reranker that calls the model many times per question takes minutes per question on the "
            "shipped models here (Crucible-Verified: about 5 minutes for one HotpotQA question)",
            "the same strategies and rerankers on the shipped models in tests/generate/test_strategies_real.py, "
-           "test_grag.py, test_topclust.py, tests/crucible/test_real.py and tests/rerank/test_llm_rerankers_real.py; "
+           "test_grag.py, test_topclust.py, test_search_loops.py, tests/crucible/test_real.py and "
+           "tests/rerank/test_llm_rerankers_real.py; "
            "every other engine crosses them here"),
 ]
 

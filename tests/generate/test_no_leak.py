@@ -24,7 +24,7 @@ from tests.conftest import compose_config
 from tests.generate.helpers import DATA_DIR, ScriptedEngine, dev_questions, items_for
 
 GENERATORS = ("simple", "trustrag", "instructrag", "astuterag", "iterdrag", "crucible", "crucible_verified",
-              "ginger", "extractive", "grag", "topclust")
+              "ginger", "extractive", "grag", "topclust", "ircot", "search_o1", "search_r1")
 #: a run over the first 275 dev questions (all but the default demonstration split), three of them in this batch
 EVALUATED = 275
 WINDOW = 12  # words: a run of gold-document text this long in a prompt must come from a given passage
