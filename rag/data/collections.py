@@ -3,8 +3,9 @@
 - BEIR (`conf/dataset/beir.yaml`, `dataset.path=<folder>`): `queries.jsonl` (`{_id, text}`, `BeirQueries`),
   `corpus.jsonl` (`{_id, title, text}`, read by `JsonlCorpus`) and `qrels/<split>.tsv` (`rag.data.qrels`).
 - TREC (`conf/dataset/trec.yaml`): topics in the TREC RAG shapes (`TrecTopics`: 2024's TSV `qid<TAB>query`, 2025's
-  JSONL `{"id", "title"}` whose title is the narrative), TREC qrels, and a JSONL corpus such as MS MARCO v2.1's
-  segments (`docid`, `segment`, `title`), kept whole so that passage ids are segment ids.
+  JSONL `{"id", "title"}` whose title is the narrative, 2026's `trec_rag_2026_queries.tsv`, `topic_id<TAB>narrative`),
+  TREC qrels, and a JSONL corpus such as MS MARCO v2.1's segments (`docid`, `segment`, `title`), kept whole so that
+  passage ids are segment ids, or ClimbMix-400b's documents (`docid` such as `shard_00459_61697`, `contents`).
 - ir_datasets (`conf/dataset/ir_datasets.yaml`, `dataset.id=<id>`): queries, documents and qrels through
   ir_datasets' own readers (`IrDatasetsQueries`, `IrDatasetsCorpus`, `IrDatasetsQrels`). It reads what it has
   locally and downloads only what is missing (this project never asks it to); `dataset.imports` names modules
@@ -55,8 +56,10 @@ class BeirQueries(QuestionLoader):
 
 class TrecTopics(QuestionLoader):
     """TREC topics: JSONL (`.jsonl`/`.json`, gzip allowed; TREC RAG 2025's `{"id", "title"}`) or TSV (TREC RAG
-    2024's `qid<TAB>query`, any other suffix). `text_field` names the topic text's field in JSONL (default: the
-    first of title, narrative, query, text, question)."""
+    2024's `qid<TAB>query` and 2026's `trec_rag_2026_queries.tsv`, `topic_id<TAB>narrative` with no header; any
+    other suffix). `text_field` names the topic text's field in JSONL (default: the first of title, narrative,
+    query, text, question). Ids are kept as written (`rag2026-37`); texts lose only surrounding whitespace, as
+    the 2026 organizers' own validator reads them (their checker wants the narrative copied exactly)."""
 
     has_answers = False
 
