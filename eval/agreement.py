@@ -50,7 +50,7 @@ from rag.judge.nugget_sets import NuggetSetGate
 from rag.judge.run import declare_saved_specs
 from rag.metrics.registry import REGISTRY
 from rag.metrics.stats import NAN2, percentile_ci, too_few_units
-from rag.records import result_values
+from rag.records import is_number, result_values
 
 log = logging.getLogger(__name__)
 
@@ -156,10 +156,6 @@ def _pair_arrays(x: Sequence[float], y: Sequence[float], what: str) -> tuple[np.
 
 
 # -- reading runs ---------------------------------------------------------------------------------------------
-def _is_number(value: Any) -> bool:
-    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
-
-
 def evaluation_metric(name: str) -> str:
     """The registry name of a per-answer evaluation's run mean: judge/j/f -> judge/j/f/all, scores/f1 ->
     answer/f1/all, nuggets/m -> nuggets/m/all."""
@@ -205,6 +201,16 @@ def load_run(path: Path, name: str | None = None) -> Run:
         run.topics[record.id] = record.evaluation_values()
         run.references |= record.reference_evaluations()
     return run
+
+
+def attach_battles(runs: Sequence[Run], paths: Sequence[Path]) -> None:
+    """The battle ranking of every sweep folder in `paths` that has one (`eval.battles`: SWEEP/battles/) as one
+    more per-topic evaluation of its runs, `battles/score`."""
+    from eval.battle_files import attach
+
+    for path in paths:
+        if Path(path).is_dir():
+            attach(runs, path)
 
 
 def _run_names(paths: Sequence[Path]) -> list[str]:
@@ -361,7 +367,7 @@ def pair_agreement(runs: Sequence[Run], a: str, b: str, n_boot: int = 1000, seed
                         reference=choose_reference(a, b, reference, references_of(runs)),
                         n_topics_dropped=len(set().union(*scored)) - len(topics) if runs else 0)
     if not topics:
-        if len(runs) >= min_runs and all(_is_number(r.metrics.get(a)) and _is_number(r.metrics.get(b))
+        if len(runs) >= min_runs and all(is_number(r.metrics.get(a)) and is_number(r.metrics.get(b))
                                          for r in runs):
             # run-level only metrics (e.g. retrieval recall in metrics.json): no topics, so no CI
             ma = np.array([float(r.metrics[a]) for r in runs])
@@ -425,7 +431,7 @@ def evaluations(runs: Sequence[Run], patterns: Sequence[str] = ()) -> list[str]:
     present = set(present_evaluations(runs))
     if not patterns:
         return sorted(present)
-    present |= set.intersection(*[{k for k, v in r.metrics.items() if _is_number(v)} for r in runs])
+    present |= set.intersection(*[{k for k, v in r.metrics.items() if is_number(v)} for r in runs])
     out: list[str] = []
     for pattern in patterns:
         out.extend(sorted(e for e in present if fnmatch.fnmatchcase(e, pattern) and e not in out))
@@ -677,6 +683,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if not dirs:
         parser.error("no run folders (with answers.jsonl) found")
     runs = [load_run(p, n) for p, n in zip(dirs, _run_names(dirs))]
+    attach_battles(runs, args.paths)
     if len(runs) < MIN_RUNS:
         log.warning("only %d runs: a run-level tau needs at least %d and is NaN", len(runs), MIN_RUNS)
     try:

@@ -44,7 +44,7 @@ from eval.nuggets import AutoNuggetizer, received_nuggets
 from rag.core.errors import ConfigError
 from rag.core.io import atomic_write_jsonl
 from rag.core.parsing import parse_fields
-from rag.export.trec import split_sentences
+from rag.core.text import marked_sentences
 from rag.judge.base import SPLITS, EvalContext, Judge, split_of
 from rag.judge.nugget_sets import TopicNuggets
 from rag.llm.asking import ask_choices, ask_with_retries, make_params
@@ -61,7 +61,6 @@ ARGUE_METRICS = ("nugget_recall", "sentence_precision", "citation_support", "f1"
 DECISION_MODES = ("text", "logprobs")
 YES_NO_SCHEMA = {"type": "object", "properties": {"answer": {"type": "string", "enum": ["YES", "NO"]}},
                  "required": ["answer"], "additionalProperties": False}
-_MARKER = re.compile(r"\s*\[(\d+(?:\s*,\s*\d+)*)\]")
 #: how a marker beyond the answer's passages is recorded as a citation (it supports nothing: the sentence is
 #: penalised, as for a cited passage that does not support it)
 INVALID_CITATION = "invalid:[{n}]"
@@ -81,7 +80,7 @@ def parse_yes_no(text: str) -> bool | None:
 def answer_sentences(record: Mapping[str, Any]) -> list[dict[str, Any]]:
     """[{text, citations: [doc_id], passages: [passage text or "" when the run never saw it]}] for any strategy:
     Crucible and GINGER records carry `sentences`; other answers are split into sentences and their `[n]` passage
-    markers read as citations (as `rag.export.trec` does). A marker beyond the answer's passages (`[7]` of 5) is
+    markers read as citations (`rag.core.text.marked_sentences`, as the TREC export reads them). A marker beyond the answer's passages (`[7]` of 5) is
     an invalid citation (`INVALID_CITATION`, no passage text): it is never asked about and counts as not
     supporting, so its sentence is penalised and citation support counts it."""
     passages = record.get("passages") or []
@@ -103,13 +102,9 @@ def answer_sentences(record: Mapping[str, Any]) -> list[dict[str, Any]]:
             out.append({"text": s["text"], "citations": cites, "passages": texts})
         return out
     out = []
-    for sentence in split_sentences(record.get("answer") or ""):
-        labels = [int(n) for m in _MARKER.findall(sentence) for n in m.split(",")]
-        text = _MARKER.sub("", sentence).strip()
-        if not text:
-            continue
+    for text, labels in marked_sentences(record.get("answer") or ""):
         citations, texts = [], []
-        for n in dict.fromkeys(labels):
+        for n in labels:
             if 1 <= n <= len(passages):
                 citations.append((passages[n - 1].get("doc_IDs") or [""])[0])
                 texts.append(passages[n - 1].get("passage", ""))

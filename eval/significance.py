@@ -46,6 +46,7 @@ import numpy as np
 from rag.core.errors import ConfigError
 from rag.core.io import atomic_write_json, atomic_write_text
 from rag.judge.nugget_sets import NuggetSetGate, cell_sets, nugget_set_for, same_nugget_set_topics
+from rag.metrics.marks import mark_of
 from rag.metrics.registry import REGISTRY
 from rag.metrics.stats import (
     CORRECTIONS,
@@ -498,17 +499,14 @@ def caption(sig: Significance) -> str:
 
 
 def mark(sig: Significance | None, column: str, cell: str) -> str | None:
-    """How summary.md marks `cell` in `column`: "bold", "better", "worse", "" (tested and unmarked; or no mark
-    at all: not ranked by the gate, or no comparison had a p-value), or None when the column was not tested (the
-    summary's own best-value rule applies: cost, time)."""
+    """How summary.md marks `cell` in `column`: a mark of `rag.metrics.marks` ("best", "tied", "better",
+    "worse"), "" (tested and unmarked; or no mark at all: not ranked by the gate, or no comparison had a p-value),
+    or None when the column was not tested (the summary's own best-value rule applies: cost, time)."""
     if sig is not None and (column in sig.not_ranked or column in sig.not_tested):
         return ""
     if sig is None or column not in sig.marks:
         return None
-    group = sig.marks[column]
-    if "best" in group:
-        return "bold" if cell in group["best"] or cell in group["tied"] else ""
-    return "better" if cell in group["better"] else "worse" if cell in group["worse"] else ""
+    return mark_of(sig.marks[column], cell) or ""
 
 
 def markdown(sig: Significance) -> str:

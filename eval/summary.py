@@ -36,7 +36,9 @@ from rag.core.hashing import stable_hash
 from rag.core.io import atomic_write_json, atomic_write_text
 from rag.judge.nugget_sets import NuggetSetComparison, NuggetSetGate
 from rag.judge.run import declare_saved_specs
+from rag.metrics.marks import marked
 from rag.metrics.registry import REGISTRY
+from rag.records import is_number
 from rag.sweep.cells import Cell, SweepFolder, load_sweep, read_yaml
 from rag.sweep.gate import sweep_gate
 
@@ -47,10 +49,6 @@ def metric_direction(name: str) -> int:
     """+1 when a higher value is better, -1 when lower is better, 0 when not ranked (bookkeeping, shares) or
     undeclared: the registry decides."""
     return REGISTRY.direction(name)
-
-
-def _is_number(value: Any) -> bool:
-    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
 
 
 @dataclass
@@ -96,7 +94,7 @@ class SweepSummary:
     @property
     def model_loads(self) -> int | None:
         """Models loaded over the complete cells (`model_loads` of each metrics.json); None when not counted."""
-        counted = [r["model_loads"] for r in self.rows if r["status"] == "complete" and _is_number(r.get("model_loads"))]
+        counted = [r["model_loads"] for r in self.rows if r["status"] == "complete" and is_number(r.get("model_loads"))]
         return int(sum(counted)) if counted else None
 
     @property
@@ -169,7 +167,7 @@ def collect(sweep_dir: str | Path) -> SweepSummary:
     metric_names: list[str] = []
     for cell in sweep.cells:
         for key, value in (cell.metrics or {}).items():
-            if _is_number(value) and key not in metric_names:
+            if is_number(value) and key not in metric_names:
                 metric_names.append(key)
     undeclared = REGISTRY.undeclared(metric_names)
     if undeclared:
@@ -186,7 +184,7 @@ def collect(sweep_dir: str | Path) -> SweepSummary:
     best: dict[str, Best] = {}
     for metric in metric_names:
         direction = metric_direction(metric)
-        scored = [(r[metric], r["cell"]) for r in rows if _is_number(r.get(metric))]
+        scored = [(r[metric], r["cell"]) for r in rows if is_number(r.get(metric))]
         if direction == 0 or not scored:
             continue
         target = max(v for v, _ in scored) if direction > 0 else min(v for v, _ in scored)
@@ -211,6 +209,7 @@ def add_agreement(summary: SweepSummary, patterns: Sequence[str] = (), n_boot: i
             NuggetSetMismatch,
             agreement_matrix,
             agreement_table,
+            attach_battles,
             evaluations,
             load_run,
             pair_agreement,
@@ -226,6 +225,7 @@ def add_agreement(summary: SweepSummary, patterns: Sequence[str] = (), n_boot: i
         return False
     try:
         runs = [load_run(c.dir, c.name) for c in cells]
+        attach_battles(runs, [summary.sweep.dir])  # the battle ranking (eval.battles), where the sweep has one
         if patterns:
             names = evaluations(runs, list(patterns))
             pairs = agreement_table(runs, names, n_boot=n_boot)
@@ -322,6 +322,11 @@ def to_markdown(summary: SweepSummary) -> str:
         lines.append(f"Model loads: {summary.model_loads} over the complete cells, which use "
                      f"{summary.llm_configs} LLM config(s) (each cell's `model_loads`; a cell that reused a loaded "
                      f"model counts 0)  ")
+    from eval.battle_files import summary_line
+
+    battles = summary_line(sweep.dir)
+    if battles:
+        lines.append(battles)
     lines.append("")
     if summary.agreement_refused:
         lines += [f"No agreement table: {_md_escape(summary.agreement_refused)}", ""]
@@ -375,7 +380,7 @@ def _marked(summary: SweepSummary, metric: str, cell: str, text: str) -> str:
     if how is None:
         best = summary.best.get(metric)
         return f"**{text}**" if best and cell in best.cells else text
-    return {"bold": f"**{text}**", "better": f"{text} ▲", "worse": f"{text} ▼"}.get(how, text)
+    return marked(text, how)
 
 
 def add_significance(summary: SweepSummary, settings: Any = None) -> bool:

@@ -51,6 +51,7 @@ NOT_FINGERPRINTED: dict[str, str] = {
     "system": "what an experiment says of the system it reproduces (name, paper, published scores): no setting",
     "substitutions": "the stand-ins' declaration; the nodes they replaced are fingerprinted as they ran",
     "objective": "the metric reported to Hydra sweepers",
+    "report_console": "what the console prints when a run ends",
     "judge": "judges re-score every record on every run; their metrics are recomputed, never resumed",
     "attack.metrics": "the metric options an attack adds to the run's; they are fingerprinted as metrics.<name>",
     "metrics.retrieval_measures": "scored again from the stored ranked lists and judgments on every run "

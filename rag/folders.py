@@ -112,6 +112,17 @@ class RunFolder:
     def journal(self) -> JsonlJournal:
         return JsonlJournal(self.journal_path)
 
+    def resumed(self) -> tuple[dict[str, AnswerRecord], list[str]]:
+        """What a resumed run keeps: the answers journalled or written, by id, without the failed ones (generated
+        again), and the ids of those failed ones."""
+        done = {r.id: r for r in map(AnswerRecord.from_json, self.journal().read())}
+        if self.has_answers:
+            done.update({r.id: r for r in self.records()})
+        retry = [i for i, r in done.items() if r.failure]
+        for i in retry:
+            del done[i]
+        return done, retry
+
     def journal_lines(self) -> int:
         """Answers journalled by an unfinished run (what a resume keeps)."""
         if not self.journal_path.is_file():

@@ -35,7 +35,8 @@ from rag.core.secrets import (
 )
 from rag.fingerprint import check_run_dir
 from rag.folders import RunFolder
-from rag.pipeline import Pipeline, format_metrics_table
+from rag.metrics.console import CONSOLE_MODES, console_report
+from rag.pipeline import Pipeline
 from rag.preflight import check_config
 from rag.preflight.attack import add_attack_metrics
 from rag.preflight.substitutions import apply_substitutions
@@ -76,6 +77,8 @@ def run(cfg: DictConfig, run_dir: Path, name: str | None = None, group: str | No
     apply_substitutions(cfg)  # substitutions=embedded: laptop stand-ins for what cannot run here
     add_attack_metrics(cfg)  # an attacked run measures its attack (saved, fingerprinted and checked with the rest)
     problems = check_config(cfg)
+    if (cfg.get("report_console") or "short") not in CONSOLE_MODES:  # before the work, not after it
+        problems.append(f"report_console={cfg.get('report_console')}: one of {', '.join(CONSOLE_MODES)}")
     if problems:
         raise PreflightError(problems)
     check_run_dir(cfg, run_dir)  # before any index is built or model loaded
@@ -123,25 +126,12 @@ def main(cfg: DictConfig) -> float | None:
         if HydraConfig.get().mode.name == "MULTIRUN" or "SUBMITIT_EXECUTOR" in os.environ:
             raise  # launchers record a failed cell from the exception; SystemExit would leave no result
         sys.exit(2)
-    print(f"\nRun folder: {run_dir}\n{format_metrics_table(metrics)}", flush=True)
-    print(run_sensitivity(run_dir), flush=True)
+    # the closing block (report_console: short), or every metric first (full): rag.metrics.console
+    rerank = cfg.get("rerank")
+    prompt_k = (rerank.get("k") if isinstance(rerank, DictConfig) else None) or cfg.retriever.get("k")
+    print("\n" + console_report(metrics, run_dir, prompt_k, cfg.get("report_console") or "short"), flush=True)
     objective = cfg.get("objective")
     return metrics.get(objective) if objective else None
-
-
-def run_sensitivity(run_dir: Path) -> str:
-    """The smallest difference this run's questions can tell apart, for token F1, EM and every judge's
-    per-answer values (`rag.metrics.stats.sensitivity_text`)."""
-    from rag.metrics.stats import sensitivity_text
-
-    values: dict[str, list[float]] = {}
-    for record in RunFolder(run_dir).records():
-        for key in ("f1", "em"):
-            if key in record.scores:
-                values.setdefault(f"answer/{key}", []).append(record.scores[key])
-        for name, value in record.judge_values().items():
-            values.setdefault(name, []).append(value)
-    return sensitivity_text(values)
 
 
 def _argv_for_hydra(argv: list[str]) -> list[str]:

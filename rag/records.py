@@ -109,7 +109,8 @@ class SubmittedPassage(BaseModel):
     passage: str = ""
 
 
-def _number(value: Any) -> bool:
+def is_number(value: Any) -> bool:
+    """A finite int or float, not a bool: what counts as a score (metrics, judges' fields, sweep summaries)."""
     return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
 
 
@@ -186,7 +187,7 @@ class AnswerRecord(BaseModel):
     @field_validator("scores", mode="before")
     @classmethod
     def _scores_as_floats(cls, value: Any) -> dict[str, float]:
-        return {k: float(v) for k, v in (value or {}).items() if _number(v) or isinstance(v, bool)}
+        return {k: float(v) for k, v in (value or {}).items() if is_number(v) or isinstance(v, bool)}
 
     @classmethod
     def from_json(cls, row: Mapping[str, Any], where: str = "answers.jsonl") -> AnswerRecord:
@@ -263,7 +264,7 @@ class AnswerRecord(BaseModel):
 
     def evaluation_values(self) -> dict[str, float]:
         """Every per-answer score by evaluation name: `scores/<name>` and each judge's values (`judge_values`)."""
-        out = {f"scores/{k}": v for k, v in self.scores.items() if _number(v)}
+        out = {f"scores/{k}": v for k, v in self.scores.items() if is_number(v)}
         out.update(self.judge_values())
         return out
 
@@ -295,8 +296,8 @@ def result_values(name: str, result: Any) -> dict[str, float]:
     if isinstance(declared, Mapping):
         prefix, fields = str(declared.get("prefix", f"judge/{name}/")), declared.get("fields")
         names = list(fields) if fields is not None else [k for k in result if k not in BOOKKEEPING]
-        return {f"{prefix}{k}": float(result[k]) for k in names if _number(result.get(k))}
-    return {f"judge/{name}/{k}": float(v) for k, v in result.items() if k not in BOOKKEEPING and _number(v)}
+        return {f"{prefix}{k}": float(result[k]) for k in names if is_number(result.get(k))}
+    return {f"judge/{name}/{k}": float(v) for k, v in result.items() if k not in BOOKKEEPING and is_number(v)}
 
 
 def is_reference(result: Any) -> bool:

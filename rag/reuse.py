@@ -12,11 +12,15 @@ from __future__ import annotations
 import atexit
 import logging
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 from omegaconf import DictConfig, OmegaConf
 
 from rag.core.hashing import stable_hash
+from rag.llm.base import LLMEngine
+from rag.llm.factory import EngineFactory, build_engine
+from rag.retrieve.base import Retriever
 
 log = logging.getLogger(__name__)
 
@@ -66,3 +70,75 @@ class LoadedComponents:
 #: the process-wide registry the pipeline uses (when `cache.reuse_loaded` is true)
 LOADED = LoadedComponents()
 atexit.register(LOADED.clear)
+
+
+def reuse_loaded(cfg: DictConfig) -> bool:
+    """`cache.reuse_loaded`: true, false, or auto (reuse within a Hydra multirun, i.e. a sweep)."""
+    setting = cfg.cache.get("reuse_loaded", "auto")
+    if setting != "auto":
+        return bool(setting)
+    from hydra.core.hydra_config import HydraConfig
+    from hydra.types import RunMode
+
+    return HydraConfig.initialized() and HydraConfig.get().mode == RunMode.MULTIRUN
+
+
+def model_loads(component: Any, seen: set[int] | None = None) -> int:
+    """Weight loads counted by a component and the embedders or engines inside it, each object once (an LLM
+    reranker holding the generator's own engine does not count its loads again)."""
+    seen = set() if seen is None else seen
+    if component is None or id(component) in seen:
+        return 0
+    seen.add(id(component))
+    own = getattr(component, "model_loads", 0)
+    inner = [getattr(component, name, None) for name in ("embedder", "engine")]
+    inner += component.parts() if isinstance(component, Retriever) else []
+    return (own if isinstance(own, int) else 0) + sum(model_loads(part, seen) for part in inner if part is not None)
+
+
+class RunLoader:
+    """Where one run's components come from: built from their config, or (`cache.reuse_loaded`) taken from an
+    earlier sweep cell of this process (`LOADED`); and how many weight loads the run itself made, so a reused
+    component counts 0."""
+
+    def __init__(self, reuse: bool, cache_dir: Path, engines: EngineFactory):
+        self.reuse, self.cache_dir, self.engines = reuse, cache_dir, engines
+        #: the loads each slot's component had before this run
+        self.loads_before: dict[str, int] = {}
+
+    def shared(self, slot: str, node: Any, build: Callable[[], Any], *extra: Any) -> tuple[Any, bool]:
+        """Build a component, or take the one an earlier cell of this process built from the same config."""
+        if not self.reuse:
+            return build(), False
+        return LOADED.get(slot, LOADED.key(node, self.cache_dir, *extra), build)
+
+    def engine_for(self, llm_cfg: Any) -> LLMEngine:
+        """An engine from the run's factory; one kept for later sweep cells is adopted, not owned, so the
+        factory's `close()` leaves it loaded for the next cell."""
+        if not self.reuse:
+            return self.engines.get(llm_cfg)
+        engine = build_engine(llm_cfg, self.engines.cache)
+        self.engines.adopt(llm_cfg, engine)
+        return engine
+
+    def generator_engine(self, llm_cfg: Any, *extra: Any) -> LLMEngine:
+        """The generator's engine: kept from an earlier cell (its per-run accounting starts from zero) or built."""
+        engine, reused = self.shared("llm", llm_cfg, lambda: self.engine_for(llm_cfg), *extra)
+        if reused:
+            engine.usage = type(engine.usage)()
+            if hasattr(engine, "cost_usd"):
+                engine.cost_usd = 0.0
+            self.engines.adopt(llm_cfg, engine)
+        self.loads_before["llm"] = model_loads(engine) if reused else 0
+        return engine
+
+    def note_loads(self, **parts: Any) -> None:
+        """Remember the loads `parts` (slot=component) had before this run."""
+        self.loads_before.update({slot: model_loads(part) for slot, part in parts.items()})
+
+    def loads(self, **parts: Any) -> int:
+        """Model weights loaded by this run (LLM and embedders); 0 for every component reused from a previous
+        sweep cell. An engine shared by the generator and an LLM reranker counts once."""
+        seen: set[int] = set()
+        return sum(max(0, model_loads(part, seen) - self.loads_before.get(slot, 0)) for slot, part in parts.items()
+                   if part is not None)

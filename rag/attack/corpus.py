@@ -13,6 +13,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 from functools import cached_property
 from pathlib import Path
+from typing import Any
 
 from rag.attack.base import CorpusAttack, Target
 from rag.core.hashing import stable_hash
@@ -47,6 +48,12 @@ class AttackedCorpus(Corpus):
                 "name": self.attack.name, "target_answer": target.target_answer,
                 "planted": [planted_id(self.attack.name, target.question_id, j) for j in range(len(target.texts))]}
         return targets
+
+    def manifest(self) -> dict[str, Any]:
+        """What was planted, for the run folder's attack.json (readable beside the answers)."""
+        return {"settings": self.attack.settings(), "n_passages": self.attack.n_passages, "corpus": self.key,
+                "targets": [{"id": t.question_id, "question": t.question, "correct": t.correct,
+                             "target_answer": t.target_answer, "planted": list(t.texts)} for t in self.targets]}
 
     @cached_property
     def planted(self) -> list[Passage]:

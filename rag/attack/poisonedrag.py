@@ -11,6 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 from rag.attack.base import CORRECT, INCORRECT, QUESTION, CorpusAttack
+from rag.core.text import first_words
 from rag.llm.base import LLMEngine
 
 
@@ -39,12 +40,9 @@ class PoisonedRAG(CorpusAttack):
         completions = engine.generate(requests, desc="attack poisonedrag: poison texts")
         out = []
         for i, row in enumerate(rows):
-            texts = [_cut(c.text, self.words) or row[INCORRECT]
+            texts = [first_words(c.text, self.words) or row[INCORRECT]
                      for c in completions[i * self.texts_per_question:(i + 1) * self.texts_per_question]]
             out.append(texts)
         return out
 
 
-def _cut(text: str, words: int) -> str:
-    """The text cut to `words` words (the prompt asks for at most that many; small models run on)."""
-    return " ".join((text or "").split()[:words])

@@ -301,10 +301,6 @@ def secrets_in_overrides(overrides: Iterable[str]) -> set[str]:
     return found
 
 
-def mask_overrides(overrides: Iterable[str]) -> list[str]:
-    return [mask_text(o) for o in overrides]
-
-
 def mask_file(path: str | Path, known: Iterable[str] = ()) -> bool:
     """Rewrite a text file (atomically) with its secrets masked; True when something changed."""
     from rag.core.io import atomic_write_text

@@ -15,6 +15,7 @@ from pathlib import Path
 import numpy as np
 
 from rag.core.errors import DataError
+from rag.core.text import first_words
 from rag.data.corpus import JsonlCorpus
 from rag.retrieve.base import Retriever
 
@@ -73,7 +74,7 @@ class DocumentPool:
         """For each document, the best-ranked other eligible document on the same topic (None if there is none)."""
         if not firsts:
             return []
-        queries = [" ".join(d.text.split()[: self.query_words]) for d in firsts]
+        queries = [first_words(d.text, self.query_words) for d in firsts]
         hits = retriever.search(queries, retriever.k)
         out: list[Document | None] = []
         for first, ranked in zip(firsts, hits):

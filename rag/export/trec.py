@@ -67,13 +67,12 @@ from typing import Any
 from rag.core.errors import DataError
 from rag.core.io import atomic_write_jsonl
 from rag.core.secrets import mask_text
+from rag.core.text import marked_sentences
 from rag.folders import RunFolder
 from rag.records import AnswerRecord, load_answer_records
 
 log = logging.getLogger(__name__)
 
-_SENTENCE_END = re.compile(r"(?<=[.!?])\s+(?=[A-Z0-9\"'(\[])")
-_MARKER = re.compile(r"\s*\[(\d+(?:\s*,\s*\d+)*)\]")
 #: an MS MARCO v2.1 segment id, as the track's validators check references
 MARCO_SEGMENT = re.compile(r"^msmarco_v2\.1_doc_\d+_\d+#\d+_\d+$")
 #: a ClimbMix-400b document id (TREC RAG 2026: `<parquet shard>_<row>`); the checker's rag26 `docid_pattern`
@@ -89,10 +88,6 @@ RAG26_CITATIONS = 3
 RAG26_METADATA = ("team_id", "narrative_id", "narrative", "run_id", "run_desc")
 RAG26_RUN_ID = re.compile(r"^(?!\.)[A-Za-z0-9_.-]{1,20}$")
 RAG26_FILE = "rag_output_trec_rag_2026.jsonl"
-
-
-def split_sentences(text: str) -> list[str]:
-    return [s.strip() for s in _SENTENCE_END.split(text.strip()) if s.strip()]
 
 
 def response_words(text: str) -> int:
@@ -117,13 +112,8 @@ def cited_sentences(record: AnswerRecord) -> list[tuple[str, list[str]]]:
         return [(str(s.get("text", "")).strip(), list(dict.fromkeys(str(d) for d in s.get("citations") or [])))
                 for s in record.sentences if str(s.get("text") or "").strip()]
     label_doc = {label: (p.doc_IDs or [""])[0] for label, p in enumerate(record.passages, start=1)}
-    out = []
-    for sentence in split_sentences(record.answer):
-        labels = [int(n) for m in _MARKER.findall(sentence) for n in m.split(",")]
-        text = _MARKER.sub("", sentence).strip()
-        if text:
-            out.append((text, list(dict.fromkeys(label_doc[n] for n in labels if n in label_doc))))
-    return out
+    return [(text, list(dict.fromkeys(label_doc[n] for n in labels if n in label_doc)))
+            for text, labels in marked_sentences(record.answer)]
 
 
 def within_limit(sentences: list[tuple[str, list[str]]], topic: str, limit: int = RESPONSE_LIMIT,

@@ -23,6 +23,7 @@ from typing import Any
 
 from rag.core.errors import ConfigError
 from rag.core.hashing import stable_hash
+from rag.core.text import first_words
 from rag.data.questions import DeclaredSplit, QuestionLoader, shared_questions
 from rag.generate.base import GenerationContext, GenerationInput, cut_words, passage_views
 from rag.generate.multistep import MultiStepGenerator, output_record
@@ -36,11 +37,6 @@ log = logging.getLogger(__name__)
 
 def _one_line(text: str) -> str:
     return " ".join((text or "").split())
-
-
-def _truncate(text: str, words: int | None) -> str:
-    tokens = text.split()
-    return " ".join(tokens if not words or len(tokens) <= words else tokens[:words])
 
 
 class InstructRAGGenerator(MultiStepGenerator):
@@ -140,7 +136,7 @@ class InstructRAGGenerator(MultiStepGenerator):
         pool = self.demo_pool(ctx, evaluated)
         template = self.template("rationale")
         demos = [{"id": q.id, "question": q.question, "answer": _one_line(q.answer or ""),
-                  "passages": [{"label": i + 1, "text": _truncate(doc, self.demo_passage_words), "title": ""}
+                  "passages": [{"label": i + 1, "text": first_words(doc, self.demo_passage_words or None), "title": ""}
                                for i, doc in enumerate(q.gold_docs)]} for q in pool]
         return demos, [self.step_request(template, self.rationale_max_tokens, question=d["question"],
                                          answer=d["answer"], passages=d["passages"]) for d in demos]

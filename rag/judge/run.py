@@ -140,10 +140,7 @@ def evaluate_records(judge_cfg: Any, records: Sequence[AnswerRecord], run_dir: s
                 metrics.update({k: v for n in found for k, v in n.metrics().items()})
         after, cost_after = factory.usage(), factory.cost_usd()
         used = _sum_usage([usage_delta(u, before.get(k, Usage())) for k, u in after.items()])
-        metrics.update({"eval/llm_calls": used.calls, "eval/llm_retries": used.retries,
-                        "eval/llm_cache_hits": used.cache_hits, "eval/prompt_tokens": used.prompt_tokens,
-                        "eval/completion_tokens": used.completion_tokens,
-                        "eval/llm_seconds": round(used.seconds, 3)})
+        metrics.update(used.metrics("eval/"))
         cost = sum(cost_after.values()) - sum(cost_before.values())
         if cost:
             metrics["eval/llm_cost_usd"] = round(cost, 6)

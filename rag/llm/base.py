@@ -111,6 +111,13 @@ class Usage:
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
 
+    def metrics(self, prefix: str = "") -> dict[str, Any]:
+        """The counters as run metrics (`llm_calls`, ...; the judges' with `prefix` "eval/"), one naming for the
+        pipeline and the judges (rag/metrics/registry.py declares them)."""
+        return {f"{prefix}llm_calls": self.calls, f"{prefix}llm_retries": self.retries,
+                f"{prefix}llm_cache_hits": self.cache_hits, f"{prefix}prompt_tokens": self.prompt_tokens,
+                f"{prefix}completion_tokens": self.completion_tokens, f"{prefix}llm_seconds": round(self.seconds, 3)}
+
 
 class LLMEngine(ABC):
     """Base class: caching, usage accounting and prompt rendering; subclasses implement `_generate`."""
@@ -290,3 +297,15 @@ class LLMEngine(ABC):
         rendered prompt and every sampling parameter (stops and JSON schema included)."""
         prompt = self.render(request)  # first: rendering may settle the engine's template (chat_format=auto)
         return {"v": CACHE_KEY_VERSION, **self.identity(), "prompt": prompt, "params": request.params.to_dict()}
+
+
+def engine_metrics(engine: LLMEngine | None) -> dict[str, Any]:
+    """A run's generation usage as metrics: the counters (`Usage.metrics`), empty completions, the token rate
+    and the money of a hosted engine; zeros without an engine (generator=none)."""
+    usage = engine.usage if engine is not None else Usage()
+    m = {**usage.metrics(), "llm_empty_completions": usage.empty_completions}
+    if usage.seconds > 0:
+        m["llm_tokens_per_s"] = round((usage.prompt_tokens + usage.completion_tokens) / usage.seconds, 2)
+    if engine is not None and hasattr(engine, "cost_usd"):
+        m["llm_cost_usd"] = round(engine.cost_usd, 6)
+    return m

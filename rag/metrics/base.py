@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
+from statistics import mean
 from typing import Any
 
 from rag.core.components import build_component, component_nodes
@@ -100,3 +101,26 @@ def build_metrics(metrics_cfg: Any) -> list[AnswerMetric]:
         for spec in metric.metric_specs():
             REGISTRY.declare(spec, first=True, replace=True)
     return metrics
+
+
+def hop_splits(records: list[AnswerRecord]) -> dict[str, list[AnswerRecord]]:
+    """The splits every run metric is reported on: all questions, single-hop and multi-hop."""
+    return {"all": records, "single": [r for r in records if r.hop == "single"],
+            "multi": [r for r in records if r.hop == "multi"]}
+
+
+def answer_means(splits: dict[str, list[AnswerRecord]], metrics: list[AnswerMetric], shape: RunShape
+                 ) -> dict[str, Any]:
+    """`n_<split>` and every answer metric's mean per split (`<name>/<split>`); a configured metric with nothing
+    to score is said (`unscored/<name>`), not silently absent."""
+    names = {key: name for metric in metrics for key, name in metric.run_metrics(shape).items()}
+    m: dict[str, Any] = {}
+    for split, rows in splits.items():
+        m[f"n_{split}"] = len(rows)
+        for key, name in names.items():
+            values = [r.scores[key] for r in rows if key in r.scores]
+            if values:
+                m[f"{name}/{split}"] = round(mean(values), 6)
+            elif split == "all" and rows:
+                m[f"unscored/{name}"] = len(rows)
+    return m

@@ -47,6 +47,15 @@ def recall_at_cutoffs(gold_doc_ids: list[str], ranked_doc_ids: list[str], cutoff
     return out
 
 
+def stage_cutoff_scores(gold_doc_ids: list[str], deep: list[ScoredPassage], reranked: list[ScoredPassage],
+                        cutoffs: list[int], k_retrieval: int) -> dict[str, float]:
+    """A question's recall at every cutoff after retrieval (the deep list) and after rerank (the uncut reranked
+    list, cutoffs up to `k_retrieval`)."""
+    return {**recall_at_cutoffs(gold_doc_ids, [p.passage.doc_id for p in deep], cutoffs, "retrieval"),
+            **recall_at_cutoffs(gold_doc_ids, [p.passage.doc_id for p in reranked],
+                                [k for k in cutoffs if k <= k_retrieval], "rerank")}
+
+
 _CUTOFF_SCORE = re.compile(r"^recall_(?P<stage>[a-z]+)@(?P<k>\d+)(?P<kind>_any|_all)?$")
 
 

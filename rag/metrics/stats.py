@@ -16,6 +16,8 @@ judges' repeats (`rag.judge.repeats`) and `python -m rag.main`'s closing lines s
 - `min_detectable_difference`: the difference a paired t-test at `alpha` (two-sided) finds with probability
   `power`, given n and the standard deviation of the paired differences: d_z solved from the noncentral t
   (`statsmodels.stats.power.TTestPower`) times that standard deviation.
+- `bootstrap_means`: column means and their percentile bootstrap intervals over items (questions, answers), one
+  set of resamples for every column (the report's tables and a run's closing block, `rag.metrics.console`).
 - `percentile_interval` / `Interval`: a bootstrap over fewer than two units (one topic, one system, one answer)
   resamples the same value every time; its zero-width "interval" is reported as none, with the reason.
 - `self_agreement`: Krippendorff's alpha (the `krippendorff` package) of repeated verdicts on the same answers,
@@ -98,6 +100,33 @@ def percentile_interval(samples: Sequence[float], n_units: int, unit: str = "top
         return Interval(reason=reason)
     low, high = percentile_ci(samples, confidence)
     return Interval(reason="undefined in every resample") if math.isnan(low) else Interval(low, high)
+
+
+def bootstrap_means(matrix: np.ndarray, n_boot: int = 1000, seed: int = 0,
+                    confidence: float = 0.95) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Column means of a (items x columns) matrix and their percentile bootstrap CIs over items.
+
+    Items (answers, questions) are resampled with replacement, the same resamples for every column, so the
+    intervals of one row of a table come from one set of resamples. Over fewer than two items a resample is the
+    data itself: the intervals are NaN (`too_few_units`), never a zero-width band.
+    """
+    matrix = np.asarray(matrix, dtype=float)
+    if matrix.ndim == 1:
+        matrix = matrix[:, None]
+    n, cols = matrix.shape
+    if n == 0:
+        empty = np.full(cols, math.nan)
+        return empty, empty.copy(), empty.copy()
+    mean = matrix.mean(axis=0)
+    if n_boot <= 0 or too_few_units(n, "item"):
+        return mean, np.full(cols, math.nan), np.full(cols, math.nan)
+    rng = np.random.default_rng(seed)
+    boots = np.empty((n_boot, cols))
+    for start in range(0, n_boot, 200):  # bounded memory: 200 resamples at a time
+        idx = rng.integers(0, n, size=(min(200, n_boot - start), n))
+        boots[start:start + len(idx)] = matrix[idx].mean(axis=1)
+    alpha = (1 - confidence) / 2
+    return mean, np.quantile(boots, alpha, axis=0), np.quantile(boots, 1 - alpha, axis=0)
 
 
 # -- paired comparison --------------------------------------------------------------------------------------
@@ -227,23 +256,24 @@ def single_run_sensitivity(values: Sequence[float], alpha: float = 0.05, power: 
 
 
 def sensitivity_text(values: dict[str, Sequence[float]], alpha: float = 0.05, power: float = 0.8) -> str:
-    """What `python -m rag.main` prints under a run's metrics: per metric (name -> per-question values), the
-    smallest difference from another system this many questions can see (`single_run_sensitivity`)."""
+    """One line under a run's results (`rag.metrics.console`): per metric (name -> per-question values), the
+    smallest difference from another system this many questions can see (`single_run_sensitivity`: against a
+    second system whose scores have this run's variance and are uncorrelated with it, so sd of the differences is
+    sqrt(2) x this run's sd; systems that agree question by question can tell smaller differences apart)."""
     found = {name: single_run_sensitivity(v, alpha, power) for name, v in values.items() if len(v) >= 2}
     if not found:
         return ""
-    lines = [f"Smallest visible difference (minimum detectable difference of a paired t-test, alpha {alpha} "
-             f"two-sided, power {power}, against a second system on the same questions whose per-question scores "
-             f"have this run's variance and are uncorrelated with it, so the sd of the differences is sqrt(2) x "
-             f"this run's sd; systems that agree question by question can tell smaller differences apart):"]
+    counts = {s.n for s in found.values()}
+    parts = []
     for name, s in found.items():
+        n = f" ({plural(s.n, 'question')})" if len(counts) > 1 else ""
         if math.isnan(s.mdd):
-            lines.append(f"  {name}: every one of the {s.n} questions scores {s.mean:.3g}: no variance to estimate "
-                         f"it from")
+            parts.append(f"{name} none{n}: every answer scores {s.mean:.3g}, no variance")
         else:
-            lines.append(f"  {name}: with {s.n} questions, differences below {s.mdd:.3g} cannot be told from noise "
-                         f"(mean {s.mean:.3g}, sd {s.sd:.3g})")
-    return "\n".join(lines)
+            parts.append(f"{name} {s.mdd:.3g}{n}")
+    over = f" with {plural(counts.pop(), 'question')}" if len(counts) == 1 else ""
+    return (f"Smallest visible difference{over} (paired t-test, alpha {alpha}, power {power}, against an uncorrelated "
+            f"system; closer systems see less): {'; '.join(parts)}")
 
 
 # -- self-agreement of repeated judgements --------------------------------------------------------------------

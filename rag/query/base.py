@@ -101,3 +101,15 @@ class QueryWriter(ABC):
     @abstractmethod
     def write(self, questions: list[Question], engine: LLMEngine | None) -> list[QuerySet]:
         """One `QuerySet` per question, in order; batch every LLM step across questions."""
+
+    def write_checked(self, questions: list[Question], engine: LLMEngine | None) -> list[QuerySet]:
+        """`write`, refusing a writer that returned another number of query sets than questions."""
+        sets = self.write(questions, engine)
+        if len(sets) != len(questions):
+            raise RuntimeError(f"query={self.name} returned {len(sets)} query sets for {len(questions)} questions")
+        return sets
+
+    def output_key(self, engine: LLMEngine | None) -> str:
+        """Names the queries written: the writer's settings and prompts (`key`), and the engine that wrote them
+        ("rules" for a writer without one)."""
+        return f"{self.key}-{stable_hash(engine.identity(), 10) if self.uses_llm and engine is not None else 'rules'}"

@@ -12,8 +12,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from rag.metrics.marks import marked
 from rag.report.data import RunData, SweepData, is_number
-from rag.report.table1 import marked
 
 ASR, ACCURACY = "attack/asr/all", "attack/attack_accuracy/all"
 PROMPT_SHARE = "attack/poisoned_precision/prompt/all"

@@ -14,8 +14,9 @@ from __future__ import annotations
 import math
 from typing import Any
 
+from rag.metrics.marks import NOTE as MARKS_NOTE
+from rag.metrics.marks import marked
 from rag.report.data import SweepData, is_number
-from rag.report.table1 import MARKS_NOTE, marked
 
 #: metric families shown (answer quality); recall is drawn in Fig. 4
 PREFIXES = ("answer/", "judge/", "nuggets/", "argue/", "crucible/")

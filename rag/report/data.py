@@ -21,6 +21,7 @@ from typing import Any
 from rag.core.errors import DataError
 from rag.folders import RunFolder, read_json_file
 from rag.judge.nugget_sets import POOL_HINT, NuggetSetComparison, NuggetSetGate, cell_sets
+from rag.metrics.marks import mark_of
 from rag.records import AnswerRecord
 
 log = logging.getLogger(__name__)
@@ -239,10 +240,7 @@ class SweepData:
         group = (self.significance.get("marks") or {}).get(column)
         if not isinstance(group, Mapping) or not self.gate.rankable(column):
             return None
-        for kind in ("best", "tied", "better", "worse"):
-            if run in (group.get(kind) or ()):
-                return kind
-        return ""
+        return mark_of(group, run)
 
     @cached_property
     def gate(self) -> NuggetSetGate:

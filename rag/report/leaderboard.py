@@ -15,8 +15,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from rag.metrics.marks import marked
 from rag.report.data import RunData, SweepData, is_number
-from rag.report.table1 import marked
 
 F1 = "answer/f1/all"
 JUDGED = {"correctness": "judge/liverag/correctness/all", "faithfulness": "judge/liverag/faithfulness/all"}

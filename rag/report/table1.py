@@ -13,6 +13,8 @@ import math
 from dataclasses import dataclass, field
 from typing import Any
 
+from rag.metrics.marks import NOTE as MARKS_NOTE
+from rag.metrics.marks import marked
 from rag.report.data import (
     HOPS,
     TABLE1_FIELDS,
@@ -109,16 +111,6 @@ def _cell(row: Table1Row, name: str, value: int) -> str:
     return f"{100 * share:.1f} [{100 * lo:.0f}, {100 * hi:.0f}]"
 
 
-#: how a mean is shown for each mark of the sweep summary's paired tests (eval/significance.py)
-MARKS = {"best": "**{}**", "tied": "**{}**", "better": "{} ▲", "worse": "{} ▼"}
-
-
-def marked(text: str, mark: str | None) -> str:
-    """`text` as the sweep summary marks it: bold in the group statistically tied with the best, ▲/▼ against
-    a baseline."""
-    return MARKS.get(mark or "", "{}").format(text)
-
-
 def _mean(row: Table1Row, name: str) -> str:
     mean = row.means.get(name, math.nan)
     return "-" if math.isnan(mean) else marked(f"{mean:.2f}", row.marks.get(name))
@@ -153,9 +145,6 @@ def to_markdown(rows: list[Table1Row]) -> str:
     return "\n".join(lines) + "\n"
 
 
-MARKS_NOTE = ("Means: **bold** is the best and every strategy statistically tied with it, ▲/▼ significantly "
-              "better/worse than the baseline (the sweep summary's paired tests, corrected per metric: "
-              "significance.csv in the sweep folder).")
 
 #: colours per value, best (green) to worst (red)
 _COLOURS = {2: "#1a9850", 1: "#91cf60", 0: "#fee08b", -1: "#d73027"}

@@ -4,11 +4,14 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
+from rag.core.hashing import stable_hash
+from rag.prompts import PromptTemplate, load_prompt
 from rag.records import ScoredPassage, with_ranks
 
 if TYPE_CHECKING:
+    from rag.llm.base import LLMEngine
     from rag.retrieve.base import Retriever
 
 
@@ -71,3 +74,49 @@ class NoRerank(Reranker):
 
     def rerank(self, queries, candidates):
         return candidates
+
+
+def take_stats(reranker: Any, into: dict[str, float]) -> None:
+    """Add the numeric `stats` a reranker counted over its last batches (BGE's seconds, Rank-R1's questions) to a
+    run's totals `into`, and reset them, so a chunked run sums every chunk once."""
+    stats = getattr(reranker, "stats", None)
+    for key, value in (stats or {}).items():
+        if isinstance(value, (int, float)) and not isinstance(value, bool):
+            into[key] = into.get(key, 0) + value
+    if stats:
+        reranker.stats = {}
+
+
+def rerank_metrics(stats: dict[str, float]) -> dict[str, Any]:
+    """A run's reranker totals as `rerank/<name>` metrics, with the latency per question where questions were
+    counted (LLM rerankers: Rank-R1, as the seed reports)."""
+    stats = dict(stats)
+    if stats.get("questions"):
+        stats["seconds_per_question"] = stats.get("seconds", 0.0) / stats["questions"]
+    return {f"rerank/{k}": round(v, 4) if isinstance(v, float) else v for k, v in stats.items()}
+
+
+class PromptedReranker(Reranker):
+    """A reranker that asks an LLM with one prompt file (`rerank.prompt`, `rerank.prompt_dir`): Rank-R1, the
+    pointwise yes/no reranker and the diversity selector. Subclasses set `engine`, `prompt_name`, `prompt_dir`."""
+
+    engine: LLMEngine | None
+    prompt_name: str
+    prompt_dir: str | None
+
+    @property
+    def template(self) -> PromptTemplate:
+        return load_prompt(self.prompt_name, self.prompt_dir)
+
+    def key_parts(self, *settings: Any) -> tuple[str, str]:
+        """(digest, model name) for this reranker's key (`prompted_key`)."""
+        return prompted_key(self.engine, self.template, *settings)
+
+
+def prompted_key(engine: LLMEngine | None, template: PromptTemplate, *settings: Any) -> tuple[str, str]:
+    """(digest, model name) for an LLM reranker's key: the digest hashes the engine by identity, the prompt's text
+    and `settings`, so equal keys mean equal requests and the stage cache may replay them; the model's display
+    name ("no-llm" without an engine) goes after it, where the 80-character slug may cut it."""
+    identity = engine.identity() if engine is not None else None
+    model = engine.model if engine is not None else "no-llm"
+    return stable_hash([identity, template.system, template.user, list(template.stop_plain), *settings], 10), model

@@ -31,11 +31,10 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from rag.core.hashing import slug, stable_hash
+from rag.core.hashing import slug
 from rag.llm.base import LLMEngine, LLMRequest, SamplingParams
-from rag.prompts import PromptTemplate, load_prompt
 from rag.records import ScoredPassage, with_ranks
-from rag.rerank.base import Reranker
+from rag.rerank.base import PromptedReranker
 
 #: a list marker at the start of a line: "-", "*", "•", "1.", "2)", "(3)", "[4]"
 _MARKER = re.compile(r"^\s*(?:[-*•]+|\(?\d+[.)]|\[\d+\])\s*")
@@ -92,7 +91,7 @@ def diverse_order(n: int, chosen: list[int]) -> list[int]:
     return chosen + [i for i in range(n) if i not in taken]
 
 
-class DiversityReranker(Reranker):
+class DiversityReranker(PromptedReranker):
     kind = "diversity"
 
     def __init__(self, llm: LLMEngine | None = None, k: int | None = 5, pool: int = 20, overlap: float = 0.5,
@@ -115,17 +114,9 @@ class DiversityReranker(Reranker):
         self.stats: dict[str, Any] = {}
 
     @property
-    def template(self) -> PromptTemplate:
-        return load_prompt(self.prompt_name, self.prompt_dir)
-
-    @property
     def key(self) -> str:
         """Pool, matching rule, the engine by identity, the prompt's text and decoding; not `k`, which only cuts."""
-        template = self.template
-        identity = self.engine.identity() if self.engine is not None else None
-        model = self.engine.model if self.engine is not None else "no-llm"
-        digest = stable_hash([identity, template.system, template.user, list(template.stop_plain),
-                              self.temperature, self.max_tokens, self.max_elements, self.passage_words], 10)
+        digest, model = self.key_parts(self.temperature, self.max_tokens, self.max_elements, self.passage_words)
         return slug(f"diversity-p{self.pool}-o{self.overlap:g}-n{self.min_new}-{digest}-{model}")
 
     def elements(self, queries: list[str], candidates: list[list[ScoredPassage]]) -> list[list[list[str]]]:

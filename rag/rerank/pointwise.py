@@ -35,18 +35,17 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from rag.core.hashing import slug, stable_hash
+from rag.core.hashing import slug
 from rag.llm.asking import label_probabilities
 from rag.llm.base import LLMEngine, LLMRequest, SamplingParams
-from rag.prompts import PromptTemplate, load_prompt
 from rag.records import ScoredPassage, with_ranks
-from rag.rerank.base import Reranker
+from rag.rerank.base import PromptedReranker
 
 YES, NO = "Yes", "No"
 LABELS = (YES, NO)
 
 
-class PointwiseReranker(Reranker):
+class PointwiseReranker(PromptedReranker):
     kind = "pointwise"
 
     def __init__(self, llm: LLMEngine | None = None, k: int | None = 5, threshold: float | None = 0.5,
@@ -71,18 +70,10 @@ class PointwiseReranker(Reranker):
         self.stats: dict[str, Any] = {}
 
     @property
-    def template(self) -> PromptTemplate:
-        return load_prompt(self.prompt_name, self.prompt_dir)
-
-    @property
     def key(self) -> str:
         """The engine by identity, the prompt's text, the threshold, the reading rule and the word cap; the hash
         comes before the model's name, so the 80-character slug never cuts it."""
-        template = self.template
-        identity = self.engine.identity() if self.engine is not None else None
-        model = self.engine.model if self.engine is not None else "no-llm"
-        digest = stable_hash([identity, template.system, template.user, list(template.stop_plain),
-                              self.top_logprobs], 10)
+        digest, model = self.key_parts(self.top_logprobs)
         threshold = "none" if self.threshold is None else f"{self.threshold:g}"
         words = f"-w{self.passage_words}" if self.passage_words else ""
         norm = "-norm" if self.normalize else ""

@@ -27,11 +27,11 @@ import time
 from collections.abc import Generator
 from typing import Any
 
-from rag.core.hashing import slug, stable_hash
+from rag.core.hashing import slug
 from rag.llm.base import LLMEngine, LLMRequest, SamplingParams
-from rag.prompts import PromptTemplate, load_prompt
+from rag.prompts import PromptTemplate
 from rag.records import ScoredPassage
-from rag.rerank.base import Reranker
+from rag.rerank.base import PromptedReranker
 
 log = logging.getLogger(__name__)
 
@@ -92,7 +92,7 @@ def setwise_heapsort(n: int, num_child: int, depth: int) -> HeapSort:
     return top + [i for i in range(n) if i not in chosen]
 
 
-class RankR1Reranker(Reranker):
+class RankR1Reranker(PromptedReranker):
     kind = "rank_r1"
 
     def __init__(self, llm: LLMEngine | None = None, k: int | None = 5, num_child: int = 19, sort_depth: int = 10,
@@ -115,17 +115,10 @@ class RankR1Reranker(Reranker):
         """The engine by identity (model by content, LoRA adapter, backend settings: `LLMEngine.identity`, as the
         other LLM stages key), the prompt's text and the tournament's settings; the hash comes before the model's
         display name, so the 80-character slug never cuts it."""
-        template = self.template
-        identity = self.engine.identity() if self.engine is not None else None
-        model = self.engine.model if self.engine is not None else "no-llm"
-        digest = stable_hash([identity, template.system, template.user, list(template.stop_plain)], 10)
+        digest, model = self.key_parts()
         words = f"-w{self.passage_words}" if self.passage_words else ""
         return slug(f"rank_r1-c{self.num_child}-d{self.sort_depth}-t{self.temperature:g}{words}-{self.prompt_name}"
                     f"-{digest}-{model}")
-
-    @property
-    def template(self) -> PromptTemplate:
-        return load_prompt(self.prompt_name, self.prompt_dir)
 
     def request(self, template: PromptTemplate, query: str, passages: list[ScoredPassage]) -> LLMRequest:
         """One comparison: the query and the passages labelled [1]..[n] in the given order."""

@@ -18,6 +18,19 @@ from rag.records import Passage, ScoredPassage
 log = logging.getLogger(__name__)
 
 
+def clamp_to_corpus(stages: dict[str, Any], capacity: int | None, corpus_key: str) -> None:
+    """k beyond the corpus retrieves the whole corpus: say so once and set each stage's (setting name -> retriever
+    or reranker) `k` to the corpus size, so metric names and prompts say what was really done
+    (`retriever.k=100000` over 28,082 passages ran silently before)."""
+    if not capacity:
+        return
+    for name, stage in stages.items():
+        if stage.k is not None and stage.k > capacity:
+            log.warning("%s=%d is more than the %d passages of the corpus %s: using %d", name, stage.k, capacity,
+                        corpus_key, capacity)
+            stage.k = capacity
+
+
 class Retriever(ABC):
     #: short name used in cache keys and logs
     kind: str = "retriever"

@@ -1,9 +1,9 @@
 """Fusion over several retrievers and several queries per question: the LiveRAG 2025 winners' first stage.
 
 A `FusionRetriever` holds named sources (`retriever.sources.sparse`, `retriever.sources.dense`, ...). Given one query
-per question it searches every source and fuses their lists; given a query stage's `QuerySet`s (rag/query/) the
-pipeline searches each query with the sources it names (`Query.source`, None: all of them) and fuses every
-(query, source) list of a question with `fuse`. Each sub-retrieval goes through the stage cache on its own
+per question it searches every source and fuses their lists; given a query stage's `QuerySet`s (rag/query/),
+`search_query_sets` searches each query with the sources it names (`Query.source`, None: all of them) and fuses
+every (query, source) list of a question with `fuse`; `select_per_group` is PreQRAG's per-sub-question context. Each sub-retrieval goes through the stage cache on its own
 (`StageCache.retrieve_queries`: by source, query text and depth), so cells that fuse differently, or write other
 queries, share every sub-retrieval they have in common.
 
@@ -18,16 +18,24 @@ Passages are matched by `passage_id`, so every source must index the same passag
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections import defaultdict
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
 from rag.core.hashing import slug, stable_hash
 from rag.data.corpus import Corpus
-from rag.records import Passage, ScoredPassage
+from rag.records import Passage, Question, ScoredPassage
 from rag.retrieve.base import Retriever
 from rag.retrieve.hybrid import MAX_KEY_CHARS, reciprocal_rank_fusion
 
 FUSIONS = ("rrf", "alternate")
+
+#: one search query as retrieval reads a query stage's `Query` (rag/query/base.py): (group, source or None, text)
+PlannedQuery = tuple[int, str | None, str]
+#: searches a retriever for query texts at a depth (the pipeline's stage cache: `StageCache.retrieve_queries`)
+Search = Callable[[Retriever, list[str], int], list[list[ScoredPassage]]]
+#: reranks (ids, question texts, candidate lists) (the pipeline's stage cache: `StageCache.rerank`)
+Rerank = Callable[[list[str], list[str], list[list[ScoredPassage]]], list[list[ScoredPassage]]]
 
 
 def alternate_merge(lists: list[list[ScoredPassage]], k: int | None = None) -> list[ScoredPassage]:
@@ -112,3 +120,60 @@ class FusionRetriever(Retriever):
     def close(self) -> None:
         for src in self.sources.values():
             src.close()
+
+
+def search_query_sets(plans: Sequence[Sequence[PlannedQuery]], retriever: Retriever, depth: int, search: Search
+                      ) -> tuple[list[list[ScoredPassage]], list[dict[int, list[ScoredPassage]]]]:
+    """Search every question's queries with the sources they name, each (source, query) through `search` on its own,
+    and fuse each question's lists: the whole set's, and each group's (sub-question's) apart.
+
+    A fusion retriever routes by source and fuses its way; a single retriever searches every query and fuses by
+    reciprocal rank fusion (rrf_k 60)."""
+    fusion = retriever if isinstance(retriever, FusionRetriever) else None
+    sources: dict[str, Retriever] = fusion.sources if fusion else {retriever.kind: retriever}
+    source_depth = fusion.source_depth(depth) if fusion else depth
+    routed: list[list[tuple[int, str, str]]] = []
+    wanted: dict[str, dict[str, None]] = {name: {} for name in sources}
+    for plan in plans:
+        route = []
+        for group, source, text in plan:
+            for name in (fusion.routes(source) if fusion else list(sources)):
+                wanted[name][text] = None
+                route.append((group, name, text))
+        routed.append(route)
+    found: dict[tuple[str, str], list[ScoredPassage]] = {}
+    for name, texts in wanted.items():
+        if texts:
+            lists = search(sources[name], list(texts), source_depth)
+            found.update({(name, text): ranked for text, ranked in zip(texts, lists)})
+
+    def fuse(lists: list[list[ScoredPassage]]) -> list[ScoredPassage]:
+        return fusion.fuse(lists, depth) if fusion else reciprocal_rank_fusion(lists)[:depth]
+
+    deep = [fuse([found[(name, text)] for _, name, text in route]) for route in routed]
+    groups = [{g: fuse([found[(name, text)] for group, name, text in route if group == g])
+               for g in sorted({group for group, _, _ in route})} for route in routed]
+    return deep, groups
+
+
+def select_per_group(questions: Sequence[Question], n_subquestions: Sequence[int],
+                     groups: Sequence[dict[int, list[ScoredPassage]]], reranked: list[list[ScoredPassage]], k: int,
+                     per_group_k: int, rerank: Rerank) -> tuple[list[list[ScoredPassage]], set[int]]:
+    """PreQRAG's context for a decomposed question: each sub-question's top `k` candidates reranked against the
+    question (as PreQRAG's `handle_multidoc` does; batched across questions), the top `per_group_k` of each kept,
+    and the sub-questions' lists interleaved without duplicates (not cut to rerank.k). Questions without
+    sub-questions keep `reranked`; returns the lists and the positions of the questions selected per group."""
+    ids, texts, candidates, owners = [], [], [], []
+    for i, (question, by_group, n) in enumerate(zip(questions, groups, n_subquestions)):
+        for g in range(1, n + 1):
+            if by_group.get(g):
+                ids.append(f"{question.id}#g{g}")
+                texts.append(question.question)
+                candidates.append(by_group[g][:k])
+                owners.append(i)
+    if not ids:
+        return reranked, set()
+    lists: dict[int, list[list[ScoredPassage]]] = defaultdict(list)
+    for owner, ranked_list in zip(owners, rerank(ids, texts, candidates)):
+        lists[owner].append(ranked_list[:per_group_k])
+    return [alternate_merge(lists[i]) if i in lists else r for i, r in enumerate(reranked)], set(lists)
