@@ -152,6 +152,18 @@ def judged_sweep(store: Any) -> Path:
 
 
 @once
+def battled_sweep(store: Any) -> Path:
+    """A copy of the judged sweep for `eval.battles`, which writes its summary again: the rows that read the judged
+    sweep keep the summary its own end wrote."""
+    import shutil
+
+    copy = store.base / "inputs" / "battled_sweep"
+    if not copy.exists():
+        shutil.copytree(judged_sweep(store), copy, symlinks=True)
+    return copy
+
+
+@once
 def crucible_runs(store: Any) -> Path:
     """One Crucible run on 3 HotpotQA questions with AutoNuggetizer's nuggets (what crucible_train reads)."""
     sweep = _sweep(store, "crucible_runs", "python -m rag.main -m dataset=hotpotqa dataset.limit=3 "
@@ -297,5 +309,5 @@ def close_services() -> None:
 
 FIXTURES: dict[str, Callable[[Any], Any]] = {
     f.__name__: f for f in (question_file, corpus_small, parquet_slice, nugget_assessments, qrels_files,
-                            judged_sweep, judged_cell, judged_cell_b, run_a, run_b, crucible_runs, latency_file, checkout, liverag_dev_file,
+                            judged_sweep, battled_sweep, judged_cell, judged_cell_b, run_a, run_b, crucible_runs, latency_file, checkout, liverag_dev_file,
                             opensearch, pinecone, beir_folder, trec_folder, ir_datasets_local)}

@@ -553,6 +553,19 @@ ROWS.update({
     "python -m eval.judge RUN... --judge liverag": Run(fills={"RUN...": JUDGED_CELL}, model="instant",
                                                        checks=[files_in("judged_cell", "eval_report.md")]),
     "python -m eval.agreement": Help(why=HELP),
+    "python -m autojudge_base.cli run --workflow eval/autojudge_submission/nuggets/workflow.yml --rag-responses RUNS "
+    "--rag-topics TOPICS.jsonl --corpus DOCS.jsonl --out-dir OUT": NotHere(
+        why="autojudge-base downloads NLTK's punkt and stopwords when imported (no network on the test machines), "
+            "and its inputs are TREC report files no row makes: tests/eval/test_autojudge_systems.py runs this line "
+            "as written (and its ARGUE form) on reports of HotpotQA answers, with a local NLTK folder and the "
+            "instant endpoint injected as AutoJudge injects it (OPENAI_BASE_URL)"),
+    "python -m jobs.resubmit SWEEP --refresh": Run(fills={"SWEEP": "{battled_sweep}"},
+                                                   checks=[prints("summary and report written again: 3 of 3 cells "
+                                                                  "complete"),
+                                                           files_in("battled_sweep", "summary.md")]),
+    "python -m eval.battles SWEEP": Run(fills={"SWEEP": "{battled_sweep}"}, model="instant",
+                                        checks=[files_in("battled_sweep", "battles/ratings.csv",
+                                                         "battles/ratings.json", "battles/battles.jsonl")]),
     "python -m eval.summary SWEEP_DIR": Run(fills={"SWEEP_DIR": JUDGED_SWEEP},
                                             checks=[files_in("judged_sweep", "summary.md", "summary.csv")]),
     "python -m eval.pool": Help(why=HELP),
