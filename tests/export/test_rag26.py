@@ -29,6 +29,7 @@ from rag.export.trec import RAG26_FILE, RAG26_METADATA, checker_words, main, to_
 from rag.folders import RunFolder
 from rag.records import AnswerRecord
 from tests.conftest import compose_config
+from tests.nltk_data import make_nltk_data
 
 #: The one declared exception to "the organizers' checker passes": its document-id pattern finding for an export
 #: whose documents are not the track's collection (ClimbMix-400b for rag26, MS MARCO v2.1 segments for rag25).
@@ -46,23 +47,8 @@ def climbmix(i: int) -> str:
 
 @pytest.fixture(scope="module")
 def nltk_data(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """NLTK data for the checker, built locally (no network here, and no PyPI package is needed for it).
-
-    autojudge_base imports `document/text_chunker.py`, whose class `NltkInitializer` runs at import:
-    `nltk.data.find('tokenizers/punkt')` (existence only), `nltk.data.find('corpora/stopwords')` and
-    `stopwords.words('english')`, and calls `nltk.download` (network) for whichever is missing. Nothing on the
-    checking path uses them (only its near-duplicate `normalize_text_sequence` would), so a folder in NLTK's
-    layout with a few stopwords suffices; `tokenizers/punkt_tab/english` (four empty files: an untrained Punkt,
-    what `word_tokenize` loads) is there too, should a later checker tokenize."""
-    root = tmp_path_factory.mktemp("nltk_data")
-    (root / "corpora" / "stopwords").mkdir(parents=True)
-    (root / "corpora" / "stopwords" / "english").write_text("a\nan\nand\nthe\nof\nto\nin\nis\n", encoding="utf-8")
-    (root / "tokenizers" / "punkt").mkdir(parents=True)
-    tab = root / "tokenizers" / "punkt_tab" / "english"
-    tab.mkdir(parents=True)
-    for name in ("collocations.tab", "sent_starters.txt", "abbrev_types.txt", "ortho_context.tab"):
-        (tab / name).write_text("", encoding="utf-8")
-    return root
+    """NLTK data for the checker, built locally (`tests.nltk_data` says why a few stopwords suffice)."""
+    return make_nltk_data(tmp_path_factory.mktemp("nltk_data"))
 
 
 @dataclass
