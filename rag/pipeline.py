@@ -41,7 +41,7 @@ from rag.metrics.registry import REGISTRY
 from rag.metrics.retrieval import cutoff_metrics, stage_cutoff_scores
 from rag.order.ordering import Ordering
 from rag.preflight.attack import add_attack_metrics, check_attack_reaches_index
-from rag.query.base import QuerySet, QueryWriter
+from rag.query.base import QuerySet, QueryWriter, query_metrics
 from rag.records import (
     AnswerRecord,
     GenerationResult,
@@ -376,6 +376,7 @@ class Pipeline:
             m["engines_released"] = self.engines_released
         m.update({**asdict(self.stage_cache.counters), **engine_metrics(self._engine)})
         m.update(rerank_metrics(self.rerank_stats))
+        m.update(query_metrics(records))  # the query stage's fallbacks to the question
         return m
 
     def close(self) -> None:

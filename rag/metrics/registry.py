@@ -187,6 +187,9 @@ BUILTIN: tuple[MetricSpec, ...] = (
     _s("gold_docs", "counter", "gold documents over all questions", NONNEG),
     _s("gold_docs_missing_from_corpus", "counter", "gold documents the corpus lacks (recall can never reach 1)",
        NONNEG),
+    _s("query/fallbacks", "counter", "query-stage outputs that fell back to the question as asked", NONNEG, False),
+    _s("query/questions_fell_back", "counter", "questions with at least one query-stage fallback", NONNEG, False),
+    _s("query/fallback_rate", "rate", "share of questions with a query-stage fallback", (0.0, 1.0), False),
     _s("parse_failures", "counter", "answers whose generator output could not be parsed", NONNEG, False),
     _s("unscored/{metric}", "counter", "answers a configured metric could not score (no gold answer, no "
        "judgments, no attack target): its column is absent because nothing was measured, and this says so",

@@ -14,6 +14,7 @@ engine's response cache, so a rerun or a second sweep cell with the same writer 
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -58,6 +59,28 @@ class QuerySet:
         if self.steps:
             out["steps"] = dict(self.steps)
         return out
+
+
+def fallbacks_in(steps: Any) -> int:
+    """Outputs that fell back to the question as asked (`QueryWriter.fell_back`), at any depth of a record's query
+    steps (PreQRAG nests its decomposition and rewrites)."""
+    if isinstance(steps, Mapping):
+        return sum(len(v) if k == "fallbacks" and isinstance(v, list) else fallbacks_in(v) for k, v in steps.items())
+    if isinstance(steps, list):
+        return sum(fallbacks_in(v) for v in steps)
+    return 0
+
+
+def query_metrics(records: Sequence[Any]) -> dict[str, int | float]:
+    """How often the query stage fell back to the question (HyDE without a hypothetical answer, a decomposition or
+    rewrite that could not be read), counted from the answers' records so a resumed or cached run counts them too;
+    nothing without a query stage."""
+    staged = [r for r in records if r.queries]
+    if not staged:
+        return {}
+    per_record = [fallbacks_in(r.queries.get("steps")) for r in staged]
+    return {"query/fallbacks": sum(per_record), "query/questions_fell_back": sum(n > 0 for n in per_record),
+            "query/fallback_rate": round(sum(n > 0 for n in per_record) / len(staged), 4)}
 
 
 class QueryWriter(ABC):

@@ -25,3 +25,21 @@ class HalvesWriter(QueryWriter):
                 queries += [Query(half, "sparse", g), Query(f"dense: {half}", "dense", g)]
             out.append(QuerySet(queries, groups=halves, steps={"class": "multi"}))
         return out
+
+
+class FirstFallsBackWriter(QueryWriter):
+    """The question as its query; the first question's output "could not be read" twice (a nested step, as
+    PreQRAG nests its parts), so it falls back as an LLM writer would."""
+
+    name = "first_falls_back"
+    uses_llm = False
+
+    def write(self, questions: list[Question], engine: LLMEngine | None) -> list[QuerySet]:
+        out = []
+        for i, q in enumerate(questions):
+            steps: dict = {"rewrite": {}}
+            if i == 0:
+                steps["fallbacks"] = ["hypothetical_answer"]
+                steps["rewrite"]["fallbacks"] = ["sparse"]
+            out.append(QuerySet([Query(q.question)], steps=steps))
+        return out

@@ -79,3 +79,21 @@ def test_without_a_query_stage_records_and_cache_names_are_as_before(hotpot_data
     assert pipeline.query_writer is None
     assert all("queries" not in r for r in read_jsonl(tmp_path / "run" / "answers.jsonl"))
     assert not list((tmp_path / "cache" / "retrieval").glob("*adhoc*"))
+
+
+def test_query_fallbacks_are_counted_in_the_run_metrics(hotpot_data, tmp_path):
+    """Issue 52: a query stage falling back to the question was counted nowhere. metrics.json now has the
+    fallbacks (at any depth of the steps), the questions that had one and their share; from the records, so a
+    resumed run counts the same."""
+    cfg = compose_config([f"paths.cache_dir={tmp_path / 'cache'}", "dataset=hotpotqa", "dataset.limit=3",
+                          "generator=none", "logger=none", "metrics=[recall]"], tmp_path)
+    with open_dict(cfg):
+        cfg.query = {"_target_": "tests.query.rules.FirstFallsBackWriter"}
+    for _ in range(2):  # the second run resumes the folder: every answer read back
+        pipeline = Pipeline(cfg)
+        try:
+            metrics = pipeline.run(tmp_path / "run")
+        finally:
+            pipeline.close()
+        assert (metrics["query/fallbacks"], metrics["query/questions_fell_back"], metrics["query/fallback_rate"]) \
+            == (2, 1, round(1 / 3, 4))
