@@ -56,6 +56,8 @@ NOT_FINGERPRINTED: dict[str, str] = {
     "attack.metrics": "the metric options an attack adds to the run's; they are fingerprinted as metrics.<name>",
     "metrics.retrieval_measures": "scored again from the stored ranked lists and judgments on every run "
                                   "(rag.metrics.base.RecordMetric), resumed answers too",
+    "metrics.citation": "scored again from the stored records' cited sentences on every run (rag.metrics.base."
+                        "RecordMetric), resumed answers too",
     "generation.chunk_size": "how many answers are journalled per flush",
     "generation.release_reranker": "whether the reranker's engine is closed before generation (the same lists)",
     "preflight": "checks made before a run (the run itself is the same)",
@@ -69,7 +71,8 @@ PATH_KEYS = {"data_dir", "cache_dir", "hash_cache_dir", "output_dir"}
 #: keys added after run folders had fingerprints, left out at the value that reproduces the older behaviour so
 #: folders written before them keep resuming (a non-default value is fingerprinted like any other key)
 ADDED_LATER: dict[str, Any] = {"dataset.offset": 0, "llm.n_threads_batch": None, "attack": None, "query": None,
-                               "generation.max_context_words": None}
+                               "generation.max_context_words": None, "attribution": None,
+                               "compress._target_": "rag.compress.base.NoCompression"}
 #: the per-answer metrics (`metrics=[f1,em,recall]`, the default) every answer was scored with before metrics became a
 #: config list: at exactly this set they are left out, so older folders resume; any other set is fingerprinted
 DEFAULT_METRICS: dict[str, str] = {"metrics.em._target_": "rag.metrics.qa.ExactMatch",

@@ -1,4 +1,4 @@
-"""The run: dataset -> (query) -> retrieve -> rerank -> order -> generate -> records -> metrics, for one config.
+"""One config's run: dataset -> (query) -> retrieve -> rerank -> order -> generate -> (attribute) -> metrics.
 
 Every stage is built from its YAML with Hydra's `instantiate`. Retrieval and reranking go through the stage
 caches (`rag.stage_cache`), LLM calls through the engine's response cache, and answers are journalled chunk by
@@ -18,6 +18,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from rag.attack.base import CorpusAttack
 from rag.attack.corpus import AttackedCorpus
+from rag.attribute.base import Attribution, build_attribution
 from rag.core.errors import ConfigError
 from rag.core.io import atomic_write_json
 from rag.core.secrets import redact
@@ -103,11 +104,14 @@ class Pipeline:
             "rerank", cfg.rerank, lambda: (instantiate(cfg.rerank, llm=self._stage_engine(rerank_llm)) if rerank_llm
                                            else instantiate(cfg.rerank)), cfg.cache.llm_responses)
         self.ordering: Ordering = instantiate(cfg.ordering)
+        self.compressor = instantiate(cfg.get("compress") or {"_target_": "rag.compress.base.NoCompression"})
         #: the query stage (`query=hyde | rewrite | decompose | preqrag`); None searches each question as asked
         self.query_writer: QueryWriter | None = instantiate(cfg.query) if cfg.get("query") else None
         #: each ranked question's query set, until its answer record takes it
         self._query_sets: dict[str, QuerySet] = {}
         self.generator: Generator = instantiate(cfg.generator)
+        #: the attribution stage (`attribution=embedding | llm_support`): cites each sentence's passages
+        self.attribution: Attribution = build_attribution(cfg.get("attribution"))
         self.stage_cache = StageCache(self.cache_dir, enabled=cfg.cache.stages)
         self.timer = Timer()
         self.rerank_stats: dict[str, float] = {}
@@ -255,8 +259,9 @@ class Pipeline:
                                 data_dir=self.data_dir, evaluated=tuple(self.dataset.questions))
         items = [GenerationInput(q, self.ordering.order(c) if self.generator.uses_ordering else list(c))
                  for q, c in zip(questions, contexts)]
+        done = self.compressor.shrink(items, self.timer)  # compress=...: after ordering, before generation
         with self.timer.stage("generate"):
-            return self.generator.generate(items, ctx)
+            return self.compressor.mark(self.generator.generate(items, ctx), done)
 
     # -- the run ----------------------------------------------------------------------------------------------
     def run(self, run_dir: str | Path) -> dict[str, Any]:
@@ -343,6 +348,9 @@ class Pipeline:
                 row.failure = "empty_answer"
             row.scores.update(self._cutoff_scores.pop(row.id, {}))  # recall at metrics.recall_at cutoffs
             rows.append(row)
+        if self.attribution.active:
+            with self.timer.stage("attribute"):  # its engine: attribution.llm, the generator's when equal
+                self.attribution.attribute(rows, lambda: self._stage_engine(self.cfg.attribution.get("llm")))
         return rows
 
     def record(self, question: Question, retrieved: list[ScoredPassage], context: list[ScoredPassage],
@@ -376,7 +384,7 @@ class Pipeline:
             m["engines_released"] = self.engines_released
         m.update({**asdict(self.stage_cache.counters), **engine_metrics(self._engine)})
         m.update(rerank_metrics(self.rerank_stats))
-        m.update(query_metrics(records))  # the query stage's fallbacks to the question
+        m.update({**query_metrics(records), **self.compressor.metrics(records)})  # query fallbacks, compress/ratio
         return m
 
     def close(self) -> None:

@@ -39,7 +39,8 @@ LAYERS: list[tuple[str, frozenset[str]]] = [
     # what stages are built from: datasets and corpora, LLM engines, embedders, metric functions and names
     ("services", frozenset({"data", "llm", "embed", "metrics"})),
     # the pipeline's stages, independent of each other
-    ("stages", frozenset({"attack", "query", "retrieve", "rerank", "order", "generate", "judge"})),
+    ("stages", frozenset({"attack", "query", "retrieve", "rerank", "order", "compress", "generate", "attribute",
+                          "judge"})),
     # around one run: stage caches, loaded-model reuse, run-folder fingerprints, config checks, sweep cells
     ("run support", frozenset({"stage_cache", "reuse", "fingerprint", "preflight", "sweep"})),
     ("pipeline", frozenset({"pipeline"})),

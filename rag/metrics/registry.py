@@ -179,6 +179,10 @@ BUILTIN: tuple[MetricSpec, ...] = (
        count=r"Num(?:Q|Ret|Rel|RelRet)(?:\([^/]*\))?(?:@\d+)?"),
     _s("ir/{stage}/{other}/{split}", "per_answer", "another ir-measures measure of a stage's list, mean over "
        "judged questions", (None, None), True, stage="retrieval|rerank"),
+    _s("citation/{metric}/{split}", "per_answer", "citations of the answer's sentences against the gold documents "
+       "(our gold-document variant of ALCE's citation precision / recall; rag/metrics/citation.py): share of "
+       "citations naming a gold document, share of sentences citing one, share of sentences citing anything",
+       UNIT, True, metric="gold_precision|gold_recall|coverage"),
     # -- bookkeeping of the run --
     _s("n_questions", "counter", "questions in the run", NONNEG),
     _s("retrieval_depth", "counter", "passages the retrieve stage fetched per question (the largest k the run or "
@@ -190,6 +194,8 @@ BUILTIN: tuple[MetricSpec, ...] = (
     _s("query/fallbacks", "counter", "query-stage outputs that fell back to the question as asked", NONNEG, False),
     _s("query/questions_fell_back", "counter", "questions with at least one query-stage fallback", NONNEG, False),
     _s("query/fallback_rate", "rate", "share of questions with a query-stage fallback", (0.0, 1.0), False),
+    _s("compress/ratio", "rate", "words of the passages the generator read over their words before "
+       "compression, mean over answers (compress=...; rag/compress/)", NONNEG, None),
     _s("parse_failures", "counter", "answers whose generator output could not be parsed", NONNEG, False),
     _s("unscored/{metric}", "counter", "answers a configured metric could not score (no gold answer, no "
        "judgments, no attack target): its column is absent because nothing was measured, and this says so",

@@ -20,8 +20,8 @@ from allpairspy import AllPairs
 
 CONF = Path(__file__).resolve().parents[2] / "conf"
 #: the groups a sweep crosses (the pipeline's stages, its engines and what it reports to), in pipeline order
-GROUPS = ("dataset", "query", "retriever", "rerank", "ordering", "generator", "judge", "metrics", "attack", "llm",
-          "logger", "substitutions")
+GROUPS = ("dataset", "query", "retriever", "rerank", "ordering", "compress", "generator", "attribution",
+          "judge", "metrics", "attack", "llm", "logger", "substitutions")
 LAUNCHER = "hydra/launcher"
 #: the launcher a plain `python -m rag.main` (and a multirun without hydra/launcher=...) uses: Hydra's own
 IN_PROCESS = "basic"

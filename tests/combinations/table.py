@@ -75,6 +75,7 @@ COSTS: dict[tuple[str, str], float] = {
     ("attack", "poisonedrag"): 6, ("attack", "prompt_injection"): 6,  # an attacked corpus is indexed again
     ("judge", "full"): 3, ("generator", "astuterag"): 2, ("generator", "iterdrag"): 2, ("generator", "crucible"): 2,
     ("generator", "crucible_verified"): 3, ("generator", "topclust"): 2,
+    ("compress", "recomp_extractive"): 3, ("attribution", "embedding"): 3,  # MiniLM loads
     ("generator", "ircot"): 2, ("generator", "search_o1"): 2, ("generator", "search_r1"): 2,
 }
 
@@ -108,7 +109,8 @@ def _encodes_large_corpus(cell: Cell) -> bool:
 MANY_CALLS = {("generator", g) for g in ("trustrag", "astuterag", "instructrag", "iterdrag", "crucible",
                                           "crucible_verified", "ginger", "grag", "topclust", "ircot", "search_o1",
                                           "search_r1")} | \
-    {("rerank", r) for r in ("pointwise", "diversity", "bge_diversity", "rank_r1")}
+    {("rerank", r) for r in ("pointwise", "diversity", "bge_diversity", "rank_r1")} | \
+    {("attribution", "llm_support")}  # sentences x 5 support judgments per answer
 
 
 #: corpora of 1,890-2,067 passages: an attacked copy of each is another dense index (a minute or more here)
@@ -238,6 +240,16 @@ REFUSALS = [
             "GRAG's pointwise filter and Crucible's extraction confidence read token log-probabilities; "
             "Anthropic's API and OpenAI's reasoning models return none",
             {"llm": "openai_reasoning", "rerank": "pointwise"}),
+    # the two model-based compressors load weights from a local copy (no Hub access at run time); CI machines have
+    # none, so there every run with them stops at start-up, before any index, naming the setting to point at one
+    Refusal("compress_without_weights_provence", lambda c: c.get("compress") == "provence",
+            r"compress\.model(_path)?=\S*: no local copy|compress\.model_path",
+            "Provence's weights (naver/provence-reranker-debertav3-v1) are not on this machine: the run stops at "
+            "start-up in one line naming compress.model_path", {"compress": "provence"}),
+    Refusal("compress_without_weights_llmlingua2", lambda c: c.get("compress") == "llmlingua2",
+            r"compress\.model(_path)?=\S*: no local copy|compress\.model_path",
+            "LLMLingua-2's weights (microsoft/llmlingua-2-xlm-roberta-large-meetingbank) are not on this machine: the "
+            "run stops at start-up in one line naming compress.model_path", {"compress": "llmlingua2"}),
 ]
 
 

@@ -46,7 +46,8 @@ def build() -> d.Design:
         out.by_launcher[launcher] = d.launcher_cells(GROUPS, t.allowed, shift * 3)
     base = {g: opts[0] if g != "dataset" else "hotpotqa" for g, opts in GROUPS.items()}
     base.update(judge="nuggets", llm="openai_compatible", logger="none", metrics="f1", attack="none",
-                retriever="bm25", rerank="none", generator="simple", substitutions="none", query="none")
+                retriever="bm25", rerank="none", generator="simple", substitutions="none", query="none",
+                compress="none", attribution="none")
     out.edges = [
         ("judge.repeats=2 with nugget-based judges", {**base, "judge": "argue"},
          ["judge=[nuggets,argue]", "judge.repeats=2"]),

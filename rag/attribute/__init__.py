@@ -1,0 +1,1 @@
+"""Attribution: after generation, each answer sentence cites the prompt's passages that support it."""
