@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from rag.generate.base import GenerationContext, GenerationInput, cut_words, passage_views
-from rag.generate.multistep import MultiStepGenerator, output_record
+from rag.generate.multistep import MultiStepGenerator, norm_query, output_record
 from rag.generate.parsing import ParsedAnswer, before_marker, clean_output, find_marker, first_line
 from rag.llm.base import LLMRequest
 from rag.prompts import PromptTemplate
@@ -30,10 +30,6 @@ from rag.records import GenerationResult, ScoredPassage
 FOLLOW_UP = "Follow up:"
 INTERMEDIATE = "Intermediate answer:"
 FINAL = "So the final answer is:"
-
-
-def _norm(text: str) -> str:
-    return " ".join(text.lower().split()).rstrip("?.! ")
 
 
 @dataclass
@@ -105,10 +101,10 @@ class IterDRAGGenerator(MultiStepGenerator):
                 state.phase, state.stop_reason = "final", "empty_final_answer"
             return
         query = clean_output(first_line(before_marker(rest, INTERMEDIATE, last=False)))
-        asked = {_norm(s["query"]) for s in state.chain} | {_norm(state.item.question.question)}
+        asked = {norm_query(s["query"]) for s in state.chain} | {norm_query(state.item.question.question)}
         if not query:
             state.phase, state.stop_reason = "final", "empty_follow_up"
-        elif _norm(query) in asked:
+        elif norm_query(query) in asked:
             state.phase, state.stop_reason = "final", "repeated_follow_up"
         else:
             state.phase, state.pending_query = "intermediate", query

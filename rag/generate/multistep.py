@@ -15,6 +15,12 @@ from rag.llm.base import Completion, LLMRequest, SamplingParams
 from rag.prompts import PromptTemplate
 
 
+def norm_query(text: str) -> str:
+    """A query's identity for a loop's repeated-search check: case, spacing and closing punctuation do not make a
+    new search (IterDRAG's follow-ups, the search loops' queries)."""
+    return " ".join(text.lower().split()).rstrip("?.! ")
+
+
 class MultiStepGenerator(Generator):
     #: step name -> prompt file name (without .yaml)
     default_prompts: ClassVar[dict[str, str]] = {}

@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from rag.generate.base import GenerationContext, GenerationInput, cut_words
-from rag.generate.multistep import MultiStepGenerator, output_record
+from rag.generate.multistep import MultiStepGenerator, norm_query, output_record
 from rag.generate.parsing import ParsedAnswer
 from rag.llm.base import Completion, LLMRequest
 from rag.records import GenerationResult, ScoredPassage
@@ -36,11 +36,6 @@ from rag.records import GenerationResult, ScoredPassage
 BUDGETS = ("max_searches", "max_generated_tokens", "max_seconds", "max_turns")
 DONE = "done"
 FINAL = "final"
-
-
-def norm_query(text: str) -> str:
-    """A query's identity for the repeated-search check: case and spacing do not make a new search."""
-    return " ".join(text.lower().split()).rstrip("?.! ")
 
 
 @dataclass
