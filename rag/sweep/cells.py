@@ -175,7 +175,10 @@ def expected_overrides(master: dict[str, Any]) -> list[list[str]] | None:
     if task is None or (sweeper and not _expands_as_basic(sweeper, BasicSweeper)):
         return None  # other sweepers (Optuna, ...) choose cells as they go
 
-    parsed = OverridesParser.create().parse_overrides(list(task))
+    # as BasicSweeper.sweep: the sweeper's own params (an experiment's `hydra.sweeper.params`) first, then the
+    # command line's; a key given in both keeps its first position and takes the command line's values
+    params = [f"{key}={value}" for key, value in (hydra_cfg.get("sweeper", {}).get("params") or {}).items()]
+    parsed = OverridesParser.create().parse_overrides([*params, *task])
     batches = BasicSweeper.split_arguments(parsed, None)
     return [list(job) for batch in batches for job in batch]
 

@@ -224,3 +224,22 @@ def test_resubmit_says_how_to_refresh_and_refresh_rewrites_the_summary(sweep_dir
     assert capsys.readouterr().out.strip().splitlines()[-1] == \
         "summary and report written again: 4 of 4 cells complete"
     assert "Cells: 4 complete of 4" in (sweep_dir / "summary.md").read_text()
+
+
+def test_expected_cells_merge_an_experiments_sweeper_params_with_the_command_line_as_hydra_does():
+    """Issue 51's crossings: `experiment=poisoning generator=simple,trustrag attack.n_passages=0,5` (the experiment
+    sweeps generator, attack.n_passages and retriever in `hydra.sweeper.params`) ran 8 cells, but the summary
+    expanded the command line alone and said "8 complete of 12", with 4 phantom cells. Hydra's basic sweeper puts
+    the params first and lets the command line replace a key's values in place."""
+    from rag.sweep.cells import expected_overrides
+
+    master = {"hydra": {"sweeper": {"_target_": "hydra_plugins.rag_sweep.sweeper.CheckedSweeper",
+                                    "params": {"generator": "simple,trustrag,astuterag,instructrag",
+                                               "attack.n_passages": "0,1,3,5", "retriever": "bm25,dense"}},
+                        "overrides": {"task": ["experiment=poisoning", "generator=simple,trustrag",
+                                               "attack.n_passages=0,5"]}}}
+    cells = expected_overrides(master)
+    assert len(cells) == 8
+    assert cells[0] == ["generator=simple", "attack.n_passages=0", "retriever=bm25", "experiment=poisoning"]
+    assert cells[1] == ["generator=simple", "attack.n_passages=0", "retriever=dense", "experiment=poisoning"]
+    assert cells[-1] == ["generator=trustrag", "attack.n_passages=5", "retriever=dense", "experiment=poisoning"]
