@@ -2,7 +2,10 @@
 same GGUF and threads, and the bounds this CPU puts on each (issue 53, item 1).
 
 Usage: `python benchmarks/llm_throughput.py [--models gemma3_270m smollm2_135m] [--prompts 512 2000 8000]
-[--generate 64] [--repeats 2] [--engines raw engine server] [--set flash_attn=true ...] [--out f.json]`
+[--generate 64] [--repeats 2] [--engines raw engine server] [--set flash_attn=true ...] [--out f.json]`, and
+`python benchmarks/llm_throughput.py --variants flash_attn=true swa_full=false ...` to time options against the
+config's own (raw llama-cpp-python, every variant loaded at once and timed in turn within each repeat; whether the
+first 32 greedy tokens stay the same).
 
 Columns, per model (a conf/llm/*.yaml on llama.cpp) and prompt length:
 - `raw`: llama-cpp-python's `Llama` with the engine's load settings; the prompt evaluated with `Llama.eval` after a
@@ -221,8 +224,16 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     parser.add_argument("--engines", nargs="+", default=["raw", "engine", "server"],
                         choices=["raw", "engine", "server"])
     parser.add_argument("--set", dest="sets", nargs="*", default=[], help="engine options, KEY=VALUE")
+    parser.add_argument("--variants", nargs="*", default=None, metavar="KEY=VALUE[,KEY=VALUE]",
+                        help="compare raw llama-cpp-python with these options against the config's, interleaved "
+                             "repeat by repeat (e.g. flash_attn=true swa_full=false); no engine or server columns")
     parser.add_argument("--out", type=Path)
     args = parser.parse_args(argv)
+    if args.variants is not None:
+        report = compare_variants(args)
+        if args.out:
+            args.out.write_text(json.dumps(report, indent=2))
+        return report
     from llama_cpp import Llama
 
     from rag.llm.openai_compat import OpenAICompatibleEngine
@@ -307,6 +318,70 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
                                   "tied_output_head": tied, "rows": rows}
     if args.out:
         args.out.write_text(json.dumps(report, indent=2))
+    return report
+
+
+def _load(model: Path, settings: dict[str, Any], threads: int) -> Any:
+    from llama_cpp import Llama
+
+    return Llama(model_path=str(model), n_ctx=settings.get("n_ctx", 8192), n_threads=threads,
+                 n_threads_batch=threads, n_batch=settings.get("n_batch", 512),
+                 n_ubatch=settings.get("n_ubatch") or settings.get("n_batch", 512),
+                 flash_attn=bool(settings.get("flash_attn")), swa_full=settings.get("swa_full"),
+                 type_k=_kv_type(settings), type_v=_kv_type(settings), seed=0, verbose=False)
+
+
+def greedy_tokens(llama: Any, text: str, n: int) -> list[int]:
+    """The first n greedy tokens after `text` (a fresh context): what the option changes in the answers."""
+    llama.reset()
+    llama._ctx.kv_cache_clear()
+    out = []
+    for token in llama.generate(llama.tokenize(text.encode(), add_bos=True), top_k=1, temp=0.0, reset=True):
+        out.append(int(token))
+        if len(out) >= n or token == llama.token_eos():
+            break
+    return out
+
+
+def compare_variants(args: argparse.Namespace) -> dict[str, Any]:
+    """Each variant of the engine options against the config's own, one model at a time, every variant loaded at
+    once and timed in turn within each repeat (a burst of load falls on all alike); per prompt length the prompt
+    and generation tokens/s, their ratio to the config's, and whether the first 32 greedy tokens are the same."""
+    threads = usable_cpus()
+    variants = [("config", {})] + [(v, parse_sets(v.split(","))) for v in args.variants]
+    report: dict[str, Any] = {"threads": threads, "load_average": os.getloadavg()[0], "models": {}}
+    print(f"threads {threads}; load average {report['load_average']:.2f}", flush=True)
+    for name in args.models:
+        base = llm_settings(name, parse_sets(args.sets))
+        engine = LlamaCppEngine(**{k: v for k, v in base.items() if k != "model_name"}, cache=None)
+        tokenizer = engine._tokenizer()
+        loaded = {label: _load(engine.model_file, {**base, **options}, threads) for label, options in variants}
+        rows = []
+        for n in args.prompts:
+            if n + args.generate + 16 > base.get("n_ctx", 8192):
+                continue
+            best: dict[str, list[float]] = {label: [0.0, 0.0] for label, _ in variants}
+            for repeat in range(args.repeats):
+                text = prompt_text(tokenizer, n, 2 * (repeat + 1) + 1000 * n)
+                for label, _ in variants:
+                    _, pp, tg = raw_rates(loaded[label], text, args.generate)
+                    best[label] = [max(best[label][0], pp), max(best[label][1], tg)]
+            probe = prompt_text(tokenizer, n, 7)
+            reference = greedy_tokens(loaded["config"], probe, 32)
+            row = {"prompt_tokens": n}
+            for label, _ in variants:
+                same = greedy_tokens(loaded[label], probe, 32) == reference
+                pp, tg = best[label]
+                row[label] = {"prompt_tps": pp, "generate_tps": tg, "prompt_ratio": pp / best["config"][0],
+                              "generate_ratio": tg / best["config"][1], "same_32_greedy_tokens": same}
+                print(f"{name} {n:>5} {label:>32}: prompt {pp:7.1f} tok/s (x{pp / best['config'][0]:.2f}); "
+                      f"generate {tg:6.1f} tok/s (x{tg / best['config'][1]:.2f}); same 32 greedy tokens: {same}",
+                      flush=True)
+            rows.append(row)
+        for llama in loaded.values():
+            llama.close()
+        engine.close()
+        report["models"][name] = rows
     return report
 
 

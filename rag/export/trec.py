@@ -260,6 +260,16 @@ def _rag24_problems(row: Any, topics: Mapping[str, str] | None, msmarco_ids: boo
     return errors, warnings
 
 
+def _references(row: Any, errors: list[str], warnings: list[str]) -> list[Any]:
+    """A 2025/2026 record's references (an error when not a list), warning once per duplicate."""
+    refs = row.get("references")
+    if not isinstance(refs, list):
+        errors.append("references must be a list")
+        return []
+    warnings += [f"duplicate reference {r}" for r, n in Counter(map(str, refs)).items() if n > 1]
+    return refs
+
+
 def _rag25_problems(row: Any, topics: Mapping[str, str] | None, msmarco_ids: bool, citations: str
                     ) -> tuple[list[str], list[str]]:
     errors: list[str] = []
@@ -276,13 +286,9 @@ def _rag25_problems(row: Any, topics: Mapping[str, str] | None, msmarco_ids: boo
         if "type" in md and md["type"] not in RUN_TYPES:
             errors.append(f"invalid metadata.type {md['type']!r} (one of {', '.join(RUN_TYPES)})")
         warnings += [f"optional metadata.{k} is missing" for k in ("type", "narrative", "prompt") if k not in md]
-    refs = row.get("references")
-    if not isinstance(refs, list):
-        errors.append("references must be a list")
-        refs = []
+    refs = _references(row, errors, warnings)
     if len(refs) > REFERENCE_LIMIT["rag25"]:
         errors.append(f"too many references ({len(refs)}, max {REFERENCE_LIMIT['rag25']})")
-    warnings += [f"duplicate reference {r}" for r, n in Counter(map(str, refs)).items() if n > 1]
     if msmarco_ids:
         warnings += [f"reference {r} is not an MS MARCO v2.1 segment id" for r in refs
                      if not MARCO_SEGMENT.match(str(r))]
@@ -319,11 +325,7 @@ def _rag26_problems(row: Any, topics: Mapping[str, str] | None, climbmix_ids: bo
                 errors.append(f"metadata.narrative_id {md['narrative_id']!r} not in the topics file")
             elif md.get("narrative") != topics[str(md["narrative_id"])]:
                 errors.append("metadata.narrative is not the topic's text copied exactly")
-    refs = row.get("references")
-    if not isinstance(refs, list):
-        errors.append("references must be a list")
-        refs = []
-    warnings += [f"duplicate reference {r}" for r, n in Counter(map(str, refs)).items() if n > 1]
+    refs = _references(row, errors, warnings)
     if climbmix_ids:
         errors += [f"reference {r} is not a ClimbMix document id (shard_<n>_<row>)" for r in refs
                    if not CLIMBMIX_DOC.match(str(r))]
