@@ -8,13 +8,17 @@ goes through `RunFolder` instead of spelling out file names, so what a run folde
     metrics.json           the run metrics (names declared in `rag.metrics.registry`); its work counters
                            (tokens, seconds, calls) are those of the work that produced the answers
     work_history.jsonl     one line per execution of the folder with its own work counters (a rerun's cache
-                           hits land here, beside the measured work, never over it)
+                           hits land here, beside the measured work, never over it; a killed execution too)
+    work.partial.jsonl     the work journal of unfinished executions: each one's counters so far, written with
+                           every journalled chunk of answers and when it is stopped (what a killed one did)
     config.json            the resolved config, secrets masked
     fingerprint.json       what a resume must match (`rag.fingerprint`)
     eval_report.md         the judges' report
     run.retrieval.trec     the retrieved lists as a TREC run file (`qid Q0 docid rank score tag`)
     run.rerank.trec        the reranked, cut lists, the same way
     qrels.trec             the questions' judgments (TREC qrels), so trec_eval, ranx or ir_measures read the cell
+    .run.lock              the lock an execution holds while it writes the folder (`RunFolder.held`)
+    run.holder.json        who holds it (host, process, SLURM job, since when), removed when it lets go
 
 Final outputs are written atomically; a folder with `metrics.json` is complete.
 """
@@ -22,14 +26,17 @@ Final outputs are written atomically; a folder with `metrics.json` is complete.
 from __future__ import annotations
 
 import json
+import os
+import socket
 import time
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
 from typing import Any
 
-from rag.core.errors import DataError
+from rag.core.errors import BusyError, DataError
 from rag.core.hashing import cap_name
 from rag.core.io import JsonlJournal, atomic_write_json, atomic_write_jsonl, atomic_write_text, read_jsonl
 from rag.core.secrets import mask_text
@@ -62,8 +69,11 @@ class RunFolder:
     #: overrides that say where or how a run is reported, never what it ran (left out of its run tag)
     TAG_EXCLUDED = ("paths.", "hydra.", "logger", "local", "resume", "cluster")
     WORK_HISTORY = "work_history.jsonl"
+    WORK_JOURNAL = "work.partial.jsonl"
+    LOCK = ".run.lock"
+    HOLDER = "run.holder.json"
     #: what a run writes (a reused folder with any of these must match its fingerprint)
-    OUTPUTS = (ANSWERS, JOURNAL, METRICS, WORK_HISTORY)
+    OUTPUTS = (ANSWERS, JOURNAL, METRICS, WORK_HISTORY, WORK_JOURNAL)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "dir", Path(self.dir))
@@ -111,6 +121,40 @@ class RunFolder:
 
     def journal(self) -> JsonlJournal:
         return JsonlJournal(self.journal_path)
+
+    @contextmanager
+    def held(self) -> Iterator[None]:
+        """Hold the folder while this execution writes it. A second execution into the same folder (a requeue
+        while the first still runs, the same `run_dir` given twice) would append to one journal and sum both
+        executions' work into metrics.json; it is refused in one line naming the holder instead. The lock is an
+        OS file lock (`filelock`), so a killed holder releases it and the next execution resumes."""
+        from filelock import FileLock, Timeout
+
+        self.dir.mkdir(parents=True, exist_ok=True)
+        lock = FileLock(str(self.dir / self.LOCK))
+        try:
+            lock.acquire(timeout=0)
+        except Timeout:
+            raise BusyError(f"{self.dir} is being written by another execution ({self.holder()}); wait for it to "
+                            f"end, or stop it (a rerun then resumes the folder)") from None
+        holder = self.dir / self.HOLDER
+        try:
+            atomic_write_json(holder, {"host": socket.gethostname(), "pid": os.getpid(),
+                                       "slurm_job": os.environ.get("SLURM_JOB_ID"),
+                                       "since": time.strftime("%Y-%m-%dT%H:%M:%S%z")})
+            yield
+        finally:
+            holder.unlink(missing_ok=True)
+            lock.release()
+
+    def holder(self) -> str:
+        """Who holds the folder, from `run.holder.json` (in one phrase; "holder unknown" while it is written)."""
+        try:
+            info = json.loads((self.dir / self.HOLDER).read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            return "holder unknown"
+        job = f", SLURM job {info['slurm_job']}" if info.get("slurm_job") else ""
+        return f"process {info.get('pid')} on {info.get('host')}{job}, since {info.get('since')}"
 
     def resumed(self) -> tuple[dict[str, AnswerRecord], list[str]]:
         """What a resumed run keeps: the answers journalled or written, by id, without the failed ones (generated
@@ -227,20 +271,54 @@ class RunFolder:
         written["qrels"] = self.qrels_path
         return written
 
-    def record_work(self, metrics: Mapping[str, Any], answered: int) -> dict[str, Any]:
+    def journal_work(self, execution: str, answered: int, work: Mapping[str, Any], stopped: str | None = None) -> None:
+        """Journal an unfinished execution's work so far (its counters since it started, and the answers it
+        journalled): written with every chunk of answers, and once more when the execution is stopped (`stopped`
+        names how), so that a killed execution's work is counted by the execution that finishes the folder."""
+        line = {"execution": execution, "answered": answered, **work_of(work)}
+        JsonlJournal(self.dir / self.WORK_JOURNAL).append([{**line, "stopped": stopped} if stopped else line])
+
+    def unfinished_work(self, current: str) -> list[dict[str, Any]]:
+        """The executions that journalled work and never finished the folder (killed, preempted, failed), oldest
+        first: each one's last line, with `wasted`, its work after its last journalled answer (the part of it
+        that produced nothing kept), where it was stopped in a way that let it say so."""
+        lines = [line for line in JsonlJournal(self.dir / self.WORK_JOURNAL).read() if line.get("execution") != current]
+        by_execution: dict[str, list[dict[str, Any]]] = {}
+        for line in lines:
+            by_execution.setdefault(str(line["execution"]), []).append(line)
+        out = []
+        for own in by_execution.values():
+            last, kept = own[-1], [line for line in own if not line.get("stopped")]
+            # stopped with a word: what it did after its last chunk; killed outright: unmeasured (nothing to say)
+            wasted = subtract_work(last, kept[-1] if kept else {}) if last.get("stopped") else {}
+            out.append({**last, "wasted": wasted})
+        return out
+
+    def record_work(self, metrics: Mapping[str, Any], answered: int, execution: str = "") -> dict[str, Any]:
         """The metrics to write for an execution that produced `answered` new answers: its own work counters go to
-        `work_history.jsonl`; the folder's metrics keep the measured work (`measured_work`)."""
+        `work_history.jsonl`, after those of the executions that were stopped before finishing (the work
+        journal); the folder's metrics keep the measured work (`measured_work`): the work that produced its
+        answers, killed executions' included, with the work they did after their last kept answer as
+        `wasted/...`."""
         previous = self.metrics()
         history = self.work_history()
         lines = []
         if previous and not history:  # a folder finished before histories were kept: its figures come first
             lines.append({"execution": 1, "finished_at": None, "answered": previous.get("n_questions"),
                           "note": "from metrics.json, written before work_history.jsonl", **work_of(previous)})
+        wasted: dict[str, Any] = {k: v for k, v in previous.items() if k.startswith("wasted/")}
+        for stopped in self.unfinished_work(execution):
+            lines.append({"execution": len(history) + len(lines) + 1, "answered": stopped["answered"],
+                          "finished_at": None, "stopped": stopped.get("stopped") or "killed",
+                          **work_of(stopped), **{f"wasted/{k}": v for k, v in stopped["wasted"].items()}})
+            kept = subtract_work(stopped, stopped["wasted"]) if stopped["wasted"] else work_of(stopped)
+            previous = measured_work(previous, kept, answered=max(1, int(stopped["answered"] or 0)))
+            wasted = add_work(wasted, {f"wasted/{k}": v for k, v in stopped["wasted"].items()})
         lines.append({"execution": len(history) + len(lines) + 1, "answered": answered,
                       "finished_at": time.strftime("%Y-%m-%dT%H:%M:%S%z"), **work_of(metrics)})
         self.dir.mkdir(parents=True, exist_ok=True)
         atomic_write_jsonl(self.work_history_path, [*history, *lines])
-        return measured_work(previous, dict(metrics), answered)
+        return {**measured_work(previous, dict(metrics), answered), **wasted}
 
     def finish(self, records: Iterable[AnswerRecord | Mapping[str, Any]], metrics: Mapping[str, Any] | None,
                config: Mapping[str, Any]) -> None:
@@ -252,6 +330,7 @@ class RunFolder:
             self.write_metrics(metrics)
         self.write_config(config)
         self.journal_path.unlink(missing_ok=True)
+        (self.dir / self.WORK_JOURNAL).unlink(missing_ok=True)
 
 
 # -- work counters: what producing the answers cost ---------------------------------------------------------------
@@ -283,6 +362,22 @@ def work_of(metrics: Mapping[str, Any]) -> dict[str, Any]:
 
 def _number(value: Any) -> bool:
     return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+def did_work(work: Mapping[str, Any]) -> bool:
+    """Any call was made (to the LLM, the retriever, the reranker): there is work to count."""
+    return any(work.get(k) for k in ("llm_calls", "retrieval_calls", "rerank_calls", "prompt_tokens"))
+
+
+def subtract_work(total: Mapping[str, Any], part: Mapping[str, Any]) -> dict[str, Any]:
+    """The numeric work counters of `total` less those of `part` (ratios left out: they are no sums)."""
+    return {k: round(v - (part.get(k) or 0), 6) if isinstance(v, float) else v - (part.get(k) or 0)
+            for k, v in work_of(total).items() if _number(v) and k not in RATIOS}
+
+
+def add_work(a: Mapping[str, Any], b: Mapping[str, Any]) -> dict[str, Any]:
+    """Counters summed key by key."""
+    return {k: round((a.get(k) or 0) + (b.get(k) or 0), 6) for k in {*a, *b}}
 
 
 def measured_work(previous: Mapping[str, Any], current: dict[str, Any], answered: int) -> dict[str, Any]:

@@ -8,6 +8,8 @@ chunk so a killed run resumes where it stopped. Final outputs are written atomic
 from __future__ import annotations
 
 import logging
+import os
+import socket
 import time
 from dataclasses import asdict
 from pathlib import Path
@@ -22,9 +24,10 @@ from rag.attribute.base import Attribution, build_attribution
 from rag.core.errors import ConfigError
 from rag.core.io import atomic_write_json
 from rag.core.secrets import redact
+from rag.core.signals import terminate_as_exit
 from rag.core.timing import Timer
 from rag.data.dataset import Dataset
-from rag.folders import RunFolder
+from rag.folders import RunFolder, did_work
 from rag.generate.base import GenerationContext, GenerationInput, Generator, cap_context_words
 from rag.judge.run import evaluate_records, judge_nodes
 from rag.llm.base import LLMEngine, engine_metrics
@@ -265,8 +268,11 @@ class Pipeline:
 
     # -- the run ----------------------------------------------------------------------------------------------
     def run(self, run_dir: str | Path) -> dict[str, Any]:
-        run_dir = Path(run_dir)
-        run_dir.mkdir(parents=True, exist_ok=True)
+        """Answer every question not yet in `run_dir`, then score; one execution at a time per folder."""
+        with RunFolder(Path(run_dir)).held():
+            return self._run(Path(run_dir))
+
+    def _run(self, run_dir: Path) -> dict[str, Any]:
         start = time.perf_counter()
         with self.timer.stage("load"):
             questions = self.dataset.questions
@@ -287,13 +293,25 @@ class Pipeline:
         if done:
             log.info("resuming: %d answers already written, %d to go", len(done), len(todo))
 
-        if todo and self._takes_turns():
-            self.rank_ahead(todo)
-        chunk = max(1, int(self.cfg.generation.chunk_size))
-        for offset in range(0, len(todo), chunk):
-            rows = self.answer(todo[offset: offset + chunk])
-            journal.append([row.to_json() for row in rows])
-            done.update({row.id: row for row in rows})
+        # this execution's work goes to the work journal with every chunk, and once more if it is stopped, so a
+        # killed execution's work is counted by the one that finishes the folder (RunFolder.record_work)
+        execution, answered = f"{socket.gethostname()}-{os.getpid()}-{time.time_ns()}", 0
+        with terminate_as_exit():
+            try:
+                if todo and self._takes_turns():
+                    self.rank_ahead(todo)
+                chunk = max(1, int(self.cfg.generation.chunk_size))
+                for offset in range(0, len(todo), chunk):
+                    rows = self.answer(todo[offset: offset + chunk])
+                    journal.append([row.to_json() for row in rows])
+                    done.update({row.id: row for row in rows})
+                    answered += len(rows)
+                    folder.journal_work(execution, answered, self.work_so_far())
+            except BaseException as err:
+                # a refusal (ConfigError) is no stop: its folder cannot resume under the same config
+                if not isinstance(err, ConfigError) and (answered or did_work(self.work_so_far())):
+                    folder.journal_work(execution, answered, self.work_so_far(), stopped=type(err).__name__)
+                raise
         if not todo:  # still load the index so that timings are comparable between runs
             self.prepare_index()
 
@@ -320,7 +338,7 @@ class Pipeline:
         # the stages' TREC run files and the judgments, so trec_eval, ranx or ir_measures read the folder
         folder.write_rankings(records, level=self.dataset.qrels_level)
         # a rerun's own counters (cache hits) go to work_history.jsonl; metrics.json keeps the measured work
-        metrics = folder.record_work(metrics, answered=len(todo))
+        metrics = folder.record_work(metrics, answered=len(todo), execution=execution)
         folder.finish(records, metrics, redact(OmegaConf.to_container(self.cfg, resolve=True)))
         return metrics
 
@@ -379,13 +397,17 @@ class Pipeline:
         m.update(cutoff_metrics(splits))
         m["parse_failures"] = sum(r.parse_failed for r in records)
         m["empty_answers"] = sum(r.failure == "empty_answer" for r in records)
-        m["model_loads"] = self.model_loads()
+        m.update(self.work_so_far())
         if self.engines_released:
             m["engines_released"] = self.engines_released
-        m.update({**asdict(self.stage_cache.counters), **engine_metrics(self._engine)})
-        m.update(rerank_metrics(self.rerank_stats))
         m.update({**query_metrics(records), **self.compressor.metrics(records)})  # query fallbacks, compress/ratio
         return m
+
+    def work_so_far(self) -> dict[str, Any]:
+        """This execution's work counters up to now (what the work journal keeps of an unfinished execution)."""
+        return {"model_loads": self.model_loads(), **asdict(self.stage_cache.counters),
+                **engine_metrics(self._engine), **rerank_metrics(self.rerank_stats),
+                **{f"time/{k}_s": round(v, 3) for k, v in self.timer.seconds.items()}}
 
     def close(self) -> None:
         for part in (self.retriever, self.reranker):

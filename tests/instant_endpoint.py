@@ -13,6 +13,7 @@ What it answers, the same way every time for the same request:
   the schema (first enum value, lowest allowed number, one list item, every required field); otherwise a short text
   made of the last line of the prompt. With `logprobs` / `top_logprobs`, alternatives at each position.
 - `POST /v1/messages`: Anthropic's Messages API, the same reply in its response shape.
+- `delay_s=S`: every completion answered S seconds late (a slow model: time to stop a run between its chunks).
 - `reasoning_tokens=N`: a reasoning model's hidden tokens, spent out of `max_completion_tokens` (or `max_tokens`)
   before the visible reply: a limit of at most N returns an empty reply with `finish_reason` "length", as OpenAI's
   reasoning models do.
@@ -24,6 +25,7 @@ from __future__ import annotations
 import hashlib
 import json
 import threading
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -100,8 +102,9 @@ class InstantEndpoint:
     """`with InstantEndpoint() as endpoint:` serves on `endpoint.url` (`http://127.0.0.1:<port>/v1`)."""
 
     def __init__(self, model: str = "instant", reasoning_tokens: int = 0, max_model_len: int = 32768,
-                 models: tuple[str, ...] = (), logprobs: bool = True):
+                 models: tuple[str, ...] = (), logprobs: bool = True, delay_s: float = 0.0):
         self.model, self.reasoning_tokens, self.max_model_len = model, reasoning_tokens, max_model_len
+        self.delay_s = delay_s
         #: False: never any log-probabilities, even when asked (as many proxies and hosted APIs answer)
         self.logprobs = logprobs
         #: the ids `GET /v1/models` lists (OpenAI's and Anthropic's list shapes at once)
@@ -119,6 +122,8 @@ class InstantEndpoint:
     def reply(self, path: str, body: dict[str, Any]) -> dict[str, Any]:
         with self._lock:
             self.requests.append({"path": path, **body})
+        if self.delay_s:
+            time.sleep(self.delay_s)
         limit = body.get("max_completion_tokens") or body.get("max_tokens") or 256
         prompt = prompt_text(body)
         prompt_tokens = max(1, len(prompt.split()))

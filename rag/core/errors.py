@@ -23,13 +23,18 @@ class ConfigError(ValueError):
     """A setting (or a combination of settings) that cannot work; the message names the setting."""
 
 
+class BusyError(RuntimeError):
+    """A folder another execution holds (a run folder while a requeue or a second job writes it); the message names
+    the holder."""
+
+
 class DiskFullError(OSError):
     """A write found no space (or no quota) left: the message names the file and the bytes it needed."""
 
 
 #: errors whose message already says what is wrong and where: an entry point prints them as one line, exit 2
-ONE_LINE_ERRORS = (DataError, MissingDataError, ServiceError, ConfigError, DiskFullError, FileNotFoundError,
-                   PermissionError)
+ONE_LINE_ERRORS = (DataError, MissingDataError, ServiceError, ConfigError, BusyError, DiskFullError,
+                   FileNotFoundError, PermissionError)
 
 
 #: errno values that mean "no space left": a full device, an exhausted quota

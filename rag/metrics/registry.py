@@ -223,6 +223,9 @@ BUILTIN: tuple[MetricSpec, ...] = (
     _s("llm_tokens_per_s", "rate", "generation throughput (prompt + completion tokens per backend second)",
        NONNEG, True),
     _s("llm_cost_usd", "counter", "dollars spent on hosted generation calls", NONNEG, False),
+    _s("wasted/{counter}", "counter", "work of executions stopped before finishing the folder (SIGTERM, "
+       "preemption, a failure) after their last kept answer: done, never used (rag.folders.RunFolder.record_work)",
+       NONNEG, False),
     _s("eval/{usage}", "counter", "the same usage counters for judge and nugget LLM calls (eval/llm_calls, "
        "eval/llm_retries, eval/prompt_tokens, ...), apart from generation", NONNEG, False, usage=USAGE),
     _s("eval/llm_seconds", "timing", "seconds in the judges' LLM backends, apart from generation", NONNEG, False),

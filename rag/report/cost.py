@@ -7,7 +7,9 @@ comes from metrics.json (the generator's engine only; judges run afterwards and 
 fresh calls plus response-cache hits, tokens and LLM seconds fresh calls only. metrics.json keeps the work that
 produced a folder's answers: a rerun that resumes them records its own (cache hits) in `work_history.jsonl`
 (`rag.folders.measured_work`), so rebuilding the report after a rerun gives the same figures.
-Generation seconds are the wall time of the generate stage.
+Generation seconds are the wall time of the generate stage. Work wasted (`wasted/...` in metrics.json: what
+executions stopped before finishing did after their last kept answer) is a column of its own, never in the
+per-question figures.
 """
 
 from __future__ import annotations
@@ -32,6 +34,9 @@ class StrategyCost:
     completion_tokens: int
     llm_seconds: float
     generate_seconds: float
+    #: LLM calls and generate-stage seconds of stopped executions that produced no kept answer
+    wasted_calls: int = 0
+    wasted_seconds: float = 0.0
 
     def per_question(self) -> dict[str, Any]:
         q = max(1, self.questions)
@@ -44,7 +49,8 @@ class StrategyCost:
                 "completion_tokens_per_call": round(self.completion_tokens / fresh, 1) if self.fresh_calls else None,
                 "tokens_per_q": round((self.prompt_tokens + self.completion_tokens) / q, 1),
                 "llm_seconds_per_q": round(self.llm_seconds / q, 3),
-                "generate_seconds_per_q": round(self.generate_seconds / q, 3)}
+                "generate_seconds_per_q": round(self.generate_seconds / q, 3),
+                "wasted_llm_calls": self.wasted_calls, "wasted_generate_seconds": round(self.wasted_seconds, 3)}
 
 
 def needed_calls(record: AnswerRecord) -> int:
@@ -70,6 +76,8 @@ def strategy_costs(sweep: SweepData) -> list[StrategyCost]:
         cost.completion_tokens += usage.completion_tokens
         cost.llm_seconds += usage.seconds
         cost.generate_seconds += stage_seconds(run.metrics, "generate") or 0.0
+        cost.wasted_calls += int(run.metrics.get("wasted/llm_calls") or 0)
+        cost.wasted_seconds += float(run.metrics.get("wasted/time/generate_s") or 0.0)
     return list(out.values())
 
 
