@@ -35,37 +35,15 @@ import numpy as np
 
 from rag.judge.base import EvalContext, Judge
 from rag.judge.nugget_sets import NUGGET_SET
-from rag.llm.base import Completion, LLMEngine, LLMRequest
+from rag.llm.base import LLMEngine
+from rag.llm.reseed import REPEAT_SEED_STRIDE, ReseededEngine
 from rag.metrics.stats import answer_spread, self_agreement
 from rag.records import AnswerRecord
 
 log = logging.getLogger(__name__)
 
-#: seed distance between repeats (re-asks move the seed by 1000 per attempt: `rag.llm.asking.retry_params`)
-REPEAT_SEED_STRIDE = 1_000_000
 REPEATS_KEY = "repeats"
 STATS = ("alpha", "answer_sd", "changed", "run_mean_sd", "repeats")
-
-
-class ReseededEngine:
-    """A judge's engine as repeat `repeat` sees it: every request's seed moved by `repeat * REPEAT_SEED_STRIDE`
-    and its temperature replaced by `temperature` (when set). Everything else is the engine itself (cache, usage,
-    capabilities), so calls and cache hits are counted where they always are."""
-
-    def __init__(self, engine: LLMEngine, repeat: int, temperature: float | None = None):
-        self._engine, self.repeat, self.temperature = engine, repeat, temperature
-
-    def params(self, request: LLMRequest) -> LLMRequest:
-        changes: dict[str, Any] = {"seed": request.params.seed + self.repeat * REPEAT_SEED_STRIDE}
-        if self.temperature is not None:
-            changes["temperature"] = float(self.temperature)
-        return dataclasses.replace(request, params=dataclasses.replace(request.params, **changes))
-
-    def generate(self, requests: Sequence[LLMRequest], desc: str = "generate") -> list[Completion]:
-        return self._engine.generate([self.params(r) for r in requests], desc=f"{desc} (repeat {self.repeat})")
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self._engine, name)
 
 
 def judge_temperature(judge: Judge) -> float | None:

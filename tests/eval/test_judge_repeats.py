@@ -14,10 +14,10 @@ from evaltools import ScriptedEngine, factory_with, judge_root, prompt_text, syn
 
 from rag.core.errors import ConfigError
 from rag.folders import RunFolder
-from rag.judge.repeats import REPEAT_SEED_STRIDE, ReseededEngine
 from rag.judge.run import evaluate_records, repeat_settings
 from rag.llm.asking import retry_params
 from rag.llm.base import LLMRequest, SamplingParams
+from rag.llm.reseed import REPEAT_SEED_STRIDE, ReseededEngine
 from rag.preflight import check_config
 from tests.cluster.helpers import rag_env, rag_main
 from tests.conftest import compose_config
