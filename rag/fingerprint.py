@@ -58,7 +58,12 @@ NOT_FINGERPRINTED: dict[str, str] = {
                                   "(rag.metrics.base.RecordMetric), resumed answers too",
     "metrics.citation": "scored again from the stored records' cited sentences on every run (rag.metrics.base."
                         "RecordMetric), resumed answers too",
+    "metrics.no_answer": "scored again from the stored records' answers on every run (rag.metrics.base."
+                         "RecordMetric), resumed answers too",
     "generation.chunk_size": "how many answers are journalled per flush",
+    "generation.repeats": "extra answers drawn after the folder's own, kept apart in generation_repeats/ (the "
+                          "folder's answers are the same)",
+    "generation.repeat_temperature": "the sampling temperature of those extra answers only",
     "generation.release_reranker": "whether the reranker's engine is closed before generation (the same lists)",
     "preflight": "checks made before a run (the run itself is the same)",
     "llm.reasoning_floor_tokens": "a limit the preflight checks callers against (the requests are the same)",

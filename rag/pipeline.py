@@ -29,6 +29,7 @@ from rag.core.timing import Timer
 from rag.data.dataset import Dataset
 from rag.folders import RunFolder, did_work
 from rag.generate.base import GenerationContext, GenerationInput, Generator, cap_context_words
+from rag.generate.repeats import consistency_metrics, draw_repeats, usage_metrics
 from rag.judge.run import evaluate_records, judge_nodes
 from rag.llm.base import LLMEngine, engine_metrics
 from rag.llm.factory import EngineFactory, llm_key
@@ -325,6 +326,8 @@ class Pipeline:
                         "they are (F1 0), marked failure=empty_answer, and generated again when this folder is "
                         "resumed", metrics["empty_answers"], len(records), metrics["llm_empty_completions"],
                         self._engine.model if self._engine is not None else "the generator")
+        if int(self.cfg.generation.get("repeats") or 1) > 1 and self.generator.uses_llm:
+            metrics.update(self.repeat_generation(questions, records, run_dir))
         if self.cfg.get("judge"):
             with self.timer.stage("evaluate"):
                 # judges come from the run's engine factory: one configured with the run's `llm` reuses it
@@ -341,6 +344,24 @@ class Pipeline:
         metrics = folder.record_work(metrics, answered=len(todo), execution=execution)
         folder.finish(records, metrics, redact(OmegaConf.to_container(self.cfg, resolve=True)))
         return metrics
+
+    def repeat_generation(self, questions: list[Question], records: list[AnswerRecord], run_dir: Path) -> dict:
+        """`generation.repeats`: every answer drawn again with other seeds, and how much it moves
+        (rag.generate.repeats); the repeats' LLM work is counted apart from the run's."""
+        engine, gen = self.engine, self.cfg.generation
+
+        def reseed(reseeded: LLMEngine | None) -> None:
+            self._engine = reseeded if reseeded is not None else engine
+
+        temperature = None if gen.get("repeat_temperature") is None else float(gen.repeat_temperature)
+        with self.timer.stage("repeats"):
+            drawn = draw_repeats(questions, run_dir, int(gen.repeats), max(1, int(gen.chunk_size)), self.answer,
+                                 reseed, engine, temperature)
+        for run in drawn:
+            for metric in self.answer_metrics:
+                if isinstance(metric, RecordMetric):
+                    metric.rescore(run, self.dataset.qrels_level)
+        return {**consistency_metrics([records, *drawn]), **usage_metrics(run_dir)}
 
     def answer(self, questions: list[Question], empty_fallback: Generator | None = None) -> list[AnswerRecord]:
         """Rank, generate and record one batch of questions: the body of `run`'s loop, also the live day's.

@@ -282,6 +282,17 @@ BUILTIN: tuple[MetricSpec, ...] = (
        stat="answer_sd|changed|run_mean_sd"),
     _s("noise/{evaluation}/repeats", "counter", "judgements per answer (judge.repeats)", NONNEG, None,
        evaluation=r".+"),
+    # -- generation consistency (rag/generate/repeats.py, generation.repeats=N): <score> is a per-answer score --
+    _s("consistency/repeats", "counter", "answers drawn per question (generation.repeats)", NONNEG),
+    _s("consistency/answer_changed", "rate", "share of questions whose answer text changed across the repeats",
+       UNIT, None),
+    _s("consistency/{usage}", "counter", "LLM work of the repeated answers, apart from the run's own", NONNEG,
+       False, usage="llm_calls|prompt_tokens|completion_tokens"),
+    _s("consistency/{score}/run_mean_cv", "rate", "coefficient of variation of the run mean over the repeats",
+       (None, None), None, score=r".+"),
+    _s("consistency/{score}/{stat}", "rate", "spread of a per-answer score over repeated answers: mean per-question "
+       "sd, share of questions whose score changed, sd of the run mean over repeats", NONNEG, None, score=r".+",
+       stat="answer_sd|changed|run_mean_sd"),
     # -- agreement (the sweep summary's W&B run) --
     _s("agreement/{judge}/{field}/{nugget}/{stat}", "correlation", "Kendall tau-b / tau_ap_a (the key names its "
        "reference side) / tau_ap_b (and CI bounds) "

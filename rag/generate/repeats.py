@@ -1,0 +1,116 @@
+"""Generation consistency: `generation.repeats=N` draws every answer N times and measures how much it moves.
+
+The same question asked twice can get another answer, and another F1. With `generation.repeats=N` (N > 1), once a
+run has its answers, the generator answers every question again N - 1 times: repeat r sends each request with its
+seed moved by `r * REPEAT_SEED_STRIDE` and, where `generation.repeat_temperature` is set, at that temperature (a
+local model at temperature 0 decodes greedily and repeats itself whatever the seed), as `judge.repeats` does for
+judges (rag/judge/repeats.py, `ReseededEngine`). The ranked lists are the run's own (served from its stage cache),
+so only generation varies. Repeat 0 is the folder's own answers; repeats 1..N-1 are journalled in
+`generation_repeats/r<r>.jsonl` as they are made, so a killed run resumes them, and the response cache keys on the
+seed, so a rerun draws nothing again.
+
+Per per-answer score (F1, EM, the no-answer flag, ...) the run metrics say how stable the generation is:
+`consistency/<score>/answer_sd` (mean over questions of the sd of their scores across repeats),
+`/changed` (share of questions whose score changed), `/run_mean_sd` (sd over repeats of the run's mean) and
+`/run_mean_cv` (that sd over the mean of the run means: the coefficient of variation); `consistency/answer_changed`
+is the share of questions whose answer text (SQuAD-normalised) changed in any repeat, and `consistency/repeats` N.
+The repeats' own LLM work is `consistency/llm_calls`, `.../prompt_tokens`, `.../completion_tokens`, apart from the
+run's (its cost per answer stays the cost of its answers), kept in `generation_repeats/usage.json` as they are drawn. Judges are not run on the repeats: `judge.repeats`
+measures the judges' own noise.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import math
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from rag.core.io import JsonlJournal, atomic_write_json
+from rag.llm.reseed import REPEAT_SEED_STRIDE, ReseededEngine
+from rag.metrics.qa import normalize_answer
+from rag.metrics.stats import answer_spread
+from rag.records import AnswerRecord, Question
+
+log = logging.getLogger(__name__)
+
+FOLDER = "generation_repeats"
+USAGE = ("llm_calls", "prompt_tokens", "completion_tokens")
+
+
+def repeat_journal(run_dir: Path, repeat: int) -> JsonlJournal:
+    return JsonlJournal(run_dir / FOLDER / f"r{repeat}.jsonl")
+
+
+def draw_repeats(questions: Sequence[Question], run_dir: Path, repeats: int, chunk: int,
+                 answer: Callable[[list[Question]], list[AnswerRecord]],
+                 reseed: Callable[[ReseededEngine | None], None], engine: Any,
+                 temperature: float | None) -> list[list[AnswerRecord]]:
+    """Answers of repeats 1..N-1 (each a list in `questions`' order): journalled ones kept, the rest drawn with the
+    reseeded engine, which `reseed` puts in place of the generator's (None puts the generator's own back). The LLM
+    work of every chunk drawn is added to `generation_repeats/usage.json` with it, so the repeats' work is counted
+    once, by whichever execution drew them."""
+    drawn = []
+    for r in range(1, repeats):
+        journal = repeat_journal(run_dir, r)
+        done = {row["id"]: AnswerRecord.from_json(row) for row in journal.read()}
+        todo = [q for q in questions if q.id not in done]
+        if todo:
+            log.info("generation repeat %d of %d: %d answers to draw (seed + %d%s)", r, repeats - 1, len(todo),
+                     r * REPEAT_SEED_STRIDE, "" if temperature is None else f", temperature {temperature}")
+            reseed(ReseededEngine(engine, r, temperature))
+            try:
+                for offset in range(0, len(todo), chunk):
+                    before = engine.usage.metrics()
+                    rows = answer(todo[offset: offset + chunk])
+                    journal.append([row.to_json() for row in rows])
+                    add_usage(run_dir, before, engine.usage.metrics())
+                    done.update({row.id: row for row in rows})
+            finally:
+                reseed(None)
+        drawn.append([done[q.id] for q in questions])
+    return drawn
+
+
+def add_usage(run_dir: Path, before: dict[str, Any], after: dict[str, Any]) -> None:
+    path = run_dir / FOLDER / "usage.json"
+    total = repeats_usage(run_dir)
+    atomic_write_json(path, {k: total.get(k, 0) + (after.get(k) or 0) - (before.get(k) or 0) for k in USAGE})
+
+
+def repeats_usage(run_dir: Path) -> dict[str, Any]:
+    """The LLM work every repeat drawn into the folder cost, as `consistency/<counter>` figures use it."""
+    path = run_dir / FOLDER / "usage.json"
+    return json.loads(path.read_text(encoding="utf-8")) if path.is_file() else {k: 0 for k in USAGE}
+
+
+def consistency_metrics(runs: Sequence[Sequence[AnswerRecord]]) -> dict[str, Any]:
+    """`consistency/...` over the repeats (`runs[0]`: the folder's own answers), see the module docstring."""
+    out: dict[str, Any] = {"consistency/repeats": len(runs)}
+    if len(runs) < 2:
+        return out
+    keys = sorted({k for run in runs for r in run for k, v in r.scores.items() if isinstance(v, (int, float))})
+    for key in keys:
+        matrix = np.array([[float(r.scores.get(key, math.nan)) for r in run] for run in runs], dtype=float)
+        spread, changed = answer_spread(matrix)
+        complete = matrix[:, ~np.isnan(matrix).any(axis=0)]
+        means = complete.mean(axis=1) if complete.size else np.array([])
+        sd = float(np.std(means, ddof=1)) if len(means) >= 2 else math.nan
+        mean = float(np.mean(means)) if len(means) else math.nan
+        for stat, value in (("answer_sd", spread), ("changed", changed), ("run_mean_sd", sd),
+                            ("run_mean_cv", sd / mean if mean else math.nan)):
+            if not math.isnan(value):
+                out[f"consistency/{key}/{stat}"] = round(value, 6)
+    texts = [[normalize_answer(r.answer) for r in run] for run in runs]
+    out["consistency/answer_changed"] = float(np.mean([len({run[i] for run in texts}) > 1
+                                                       for i in range(len(texts[0]))])) if texts[0] else 0.0
+    return out
+
+
+def usage_metrics(run_dir: Path) -> dict[str, Any]:
+    """The repeats' own LLM work, apart from the run's: `consistency/llm_calls`, ..."""
+    return {f"consistency/{k}": v for k, v in repeats_usage(run_dir).items() if k in USAGE}

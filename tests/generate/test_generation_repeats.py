@@ -1,0 +1,63 @@
+"""Generation consistency (issue 55): `generation.repeats=N` draws every answer N times and reports how it moves."""
+
+from __future__ import annotations
+
+import json
+import statistics
+
+import pytest
+
+from rag.generate.repeats import FOLDER, consistency_metrics
+from rag.llm.reseed import REPEAT_SEED_STRIDE
+from rag.records import AnswerRecord
+from tests.cluster.helpers import rag_env, rag_main
+from tests.instant_endpoint import InstantEndpoint
+
+
+def _runs(table: list[list[tuple[str, float]]]) -> list[list[AnswerRecord]]:
+    return [[AnswerRecord(id=f"q{i}", answer=a, scores={"f1": f}) for i, (a, f) in enumerate(run)] for run in table]
+
+
+def test_consistency_figures_by_hand():
+    runs = _runs([[("Paris", 1.0), ("1921", 0.0), ("blue", 0.5)],
+                  [("paris.", 1.0), ("1922", 0.0), ("red", 0.0)],
+                  [("Paris", 1.0), ("1921", 1.0), ("blue", 0.5)]])
+    out = consistency_metrics(runs)
+    per_question = [[1.0, 1.0, 1.0], [0.0, 0.0, 1.0], [0.5, 0.0, 0.5]]
+    assert out["consistency/f1/answer_sd"] == pytest.approx(statistics.mean(statistics.stdev(q) for q in per_question),
+                                                            abs=1e-6)
+    assert out["consistency/f1/changed"] == pytest.approx(2 / 3)
+    means = [statistics.mean(r) for r in zip(*per_question)]
+    assert out["consistency/f1/run_mean_sd"] == pytest.approx(statistics.stdev(means), abs=1e-6)
+    assert out["consistency/f1/run_mean_cv"] == pytest.approx(statistics.stdev(means) / statistics.mean(means), abs=1e-6)
+    # "paris." and "Paris" are one answer (SQuAD normalisation); the second and third questions' texts changed
+    assert out["consistency/answer_changed"] == pytest.approx(2 / 3) and out["consistency/repeats"] == 3
+    assert consistency_metrics(runs[:1]) == {"consistency/repeats": 1}
+
+
+def test_repeats_reseed_every_request_count_apart_and_resume(hotpot_data, tmp_path):
+    n, repeats = 2, 3
+    run_dir = tmp_path / "run"
+    with InstantEndpoint() as endpoint:
+        args = ["dataset=hotpotqa", f"dataset.limit={n}", "retriever.k=5", "rerank.k=2", "generator=simple",
+                f"generation.repeats={repeats}", "generation.repeat_temperature=0.8", "metrics=[f1,no_answer]",
+                "llm=openai_compatible", f"llm.base_url={endpoint.url}", f"llm.model={endpoint.model}",
+                "cache.llm_responses=false", "logger=none", f"hydra.run.dir={run_dir}"]
+        env = rag_env(tmp_path)
+        proc = rag_main(args, env, timeout=600)
+        assert proc.returncode == 0, proc.stderr[-3000:]
+        sent = [(r["seed"], r["temperature"]) for r in endpoint.requests]
+        proc = rag_main(args, env, timeout=600)  # a rerun: every repeat is journalled, nothing is drawn again
+        assert proc.returncode == 0, proc.stderr[-3000:]
+        assert len(endpoint.requests) == len(sent)
+    base = sorted({seed for seed, _ in sent})[0]
+    assert sorted(sent) == sorted([(base, sent[0][1])] * n + [(base + REPEAT_SEED_STRIDE, 0.8)] * n
+                                  + [(base + 2 * REPEAT_SEED_STRIDE, 0.8)] * n)
+    metrics = json.loads((run_dir / "metrics.json").read_text())
+    assert metrics["llm_calls"] == n and metrics["consistency/llm_calls"] == n * (repeats - 1)
+    assert metrics["consistency/repeats"] == repeats and 0.0 <= metrics["consistency/answer_changed"] <= 1.0
+    assert {"consistency/f1/answer_sd", "consistency/no_answer/changed"} <= set(metrics)
+    for r in (1, 2):
+        rows = [json.loads(line) for line in (run_dir / FOLDER / f"r{r}.jsonl").read_text().splitlines()]
+        assert [row["id"] for row in rows] == [json.loads(line)["id"] for line in
+                                               (run_dir / "answers.jsonl").read_text().splitlines()]
