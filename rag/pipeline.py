@@ -30,6 +30,7 @@ from rag.data.dataset import Dataset
 from rag.folders import RunFolder, did_work
 from rag.generate.base import GenerationContext, GenerationInput, Generator, cap_context_words
 from rag.generate.repeats import consistency_metrics, draw_repeats, usage_metrics
+from rag.generate.search_loop import loop_metrics
 from rag.judge.run import evaluate_records, judge_nodes
 from rag.llm.base import LLMEngine, engine_metrics
 from rag.llm.factory import EngineFactory, llm_key
@@ -422,6 +423,7 @@ class Pipeline:
         if self.engines_released:
             m["engines_released"] = self.engines_released
         m.update({**query_metrics(records), **self.compressor.metrics(records)})  # query fallbacks, compress/ratio
+        m.update(loop_metrics(records))  # a search loop's budget stops
         return m
 
     def work_so_far(self) -> dict[str, Any]:

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import re
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -30,12 +31,27 @@ from rag.generate.base import GenerationContext, GenerationInput, cut_words
 from rag.generate.multistep import MultiStepGenerator, norm_query, output_record
 from rag.generate.parsing import ParsedAnswer
 from rag.llm.base import Completion, LLMRequest
-from rag.records import GenerationResult, ScoredPassage
+from rag.records import AnswerRecord, GenerationResult, ScoredPassage
 
 #: the budgets a loop counts, in the order `steps.budget_hits` lists them
 BUDGETS = ("max_searches", "max_generated_tokens", "max_seconds", "max_turns")
 DONE = "done"
 FINAL = "final"
+
+
+def loop_metrics(records: Sequence[AnswerRecord]) -> dict[str, Any]:
+    """The search loops' budgets as run metrics, so a budget that cut answers short shows in metrics.json and the
+    sweep summary, not only in each record: `loop/budget_stops/<budget>` (questions forced to answer by it),
+    `loop/budget_stop_rate` (share forced by any), `loop/searches_per_question` and `loop/turns_per_question`;
+    {} for a run without a search loop."""
+    loops = [r.steps for r in records if isinstance(r.steps, dict) and isinstance(r.steps.get("budget_hits"), dict)]
+    if not loops:
+        return {}
+    out: dict[str, Any] = {f"loop/budget_stops/{b}": sum(s.get("stop_reason") == b for s in loops) for b in BUDGETS}
+    out["loop/budget_stop_rate"] = round(sum(s.get("stop_reason") in BUDGETS for s in loops) / len(loops), 6)
+    out["loop/searches_per_question"] = round(sum(int(s.get("n_searches") or 0) for s in loops) / len(loops), 4)
+    out["loop/turns_per_question"] = round(sum(int(s.get("turns") or 0) for s in loops) / len(loops), 4)
+    return out
 
 
 @dataclass

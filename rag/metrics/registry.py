@@ -282,6 +282,12 @@ BUILTIN: tuple[MetricSpec, ...] = (
        stat="answer_sd|changed|run_mean_sd"),
     _s("noise/{evaluation}/repeats", "counter", "judgements per answer (judge.repeats)", NONNEG, None,
        evaluation=r".+"),
+    # -- search loops (rag/generate/search_loop.py: ircot, search_o1, search_r1) --
+    _s("loop/budget_stops/{budget}", "counter", "questions a search loop's budget forced to answer",
+       NONNEG, False, budget="max_searches|max_generated_tokens|max_seconds|max_turns"),
+    _s("loop/budget_stop_rate", "rate", "share of questions a search loop's budget forced to answer", UNIT, False),
+    _s("loop/{count}_per_question", "counter", "searches (retrieval calls) or reasoning turns of a search loop, "
+       "mean per question", NONNEG, None, count="searches|turns"),
     # -- generation consistency (rag/generate/repeats.py, generation.repeats=N): <score> is a per-answer score --
     _s("consistency/repeats", "counter", "answers drawn per question (generation.repeats)", NONNEG),
     _s("consistency/answer_changed", "rate", "share of questions whose answer text changed across the repeats",

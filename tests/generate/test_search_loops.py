@@ -18,11 +18,11 @@ from hydra.utils import instantiate
 from rag.data.corpus import JsonlCorpus
 from rag.generate.base import GenerationContext, GenerationInput
 from rag.generate.ircot import IRCoTGenerator
-from rag.generate.search_loop import BUDGETS, first_sentence
+from rag.generate.search_loop import BUDGETS, first_sentence, loop_metrics
 from rag.generate.search_o1 import SearchO1Generator, boxed, recent_reasoning
 from rag.generate.search_r1 import SearchR1Generator, action
 from rag.llm.base import LLMRequest
-from rag.records import Question, ScoredPassage
+from rag.records import AnswerRecord, Question, ScoredPassage
 from tests.cluster.helpers import rag_env, rag_main
 from tests.conftest import compose_config
 from tests.generate.helpers import CallLog, ScriptedEngine
@@ -144,6 +144,14 @@ def test_ircot_budget_stops_are_counted(bm25):
     (w,) = IRCoTGenerator(max_seconds=0, docs_per_search=2, num_demos=0).generate(
         [_item(bm25)], GenerationContext(engine=ScriptedEngine(_ircot_reply), retrieve=Retrieve(bm25)))
     assert w.steps["stop_reason"] == "max_seconds" and w.steps["budget_hits"]["max_seconds"] == 1
+    # as run metrics: the questions each budget forced to answer
+    records = [AnswerRecord(id=str(i), steps=x.steps) for i, x in enumerate((r, t, w))]
+    assert loop_metrics(records) == {"loop/budget_stops/max_searches": 1, "loop/budget_stops/max_generated_tokens": 1,
+                                     "loop/budget_stops/max_seconds": 1, "loop/budget_stops/max_turns": 0,
+                                     "loop/budget_stop_rate": 1.0, "loop/searches_per_question": round(
+                                         sum(x.steps["n_searches"] for x in (r, t, w)) / 3, 4),
+                                     "loop/turns_per_question": round(sum(x.steps["turns"] for x in (r, t, w)) / 3, 4)}
+    assert loop_metrics([AnswerRecord(id="x", steps={"llm_calls": 2})]) == {}  # no search loop: no loop figures
 
 
 def test_ircot_without_reader_takes_the_chain_answer_and_batches_questions(bm25, monkeypatch):
@@ -396,6 +404,11 @@ def test_rag_main_runs_each_loop_with_metrics(name, hotpot_data, tmp_path):
     steps = record["steps"]
     assert steps["loop"] == name and steps["retrieval"] == "run retriever"
     assert set(steps["budget_hits"]) == set(BUDGETS) and steps["stop_reason"]
+    # the budget stops reach the run's metrics (one question: the stop is its record's)
+    assert {k: v for k, v in metrics.items() if k.startswith("loop/budget_stops/")} == {
+        f"loop/budget_stops/{b}": int(steps["stop_reason"] == b) for b in BUDGETS}
+    assert metrics["loop/budget_stop_rate"] == float(steps["stop_reason"] in BUDGETS)
+    assert metrics["loop/searches_per_question"] == steps["n_searches"]
     # the cited passages are what the loop retrieved
     assert record["context"] == steps["passage_ids"]
     assert {p["doc_IDs"][0] for p in record["passages"]} == set(steps["doc_ids"])
