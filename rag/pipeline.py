@@ -24,7 +24,7 @@ from rag.attribute.base import Attribution, build_attribution
 from rag.core.errors import ConfigError
 from rag.core.io import atomic_write_json
 from rag.core.secrets import redact
-from rag.core.signals import terminate_as_exit
+from rag.core.signals import stop_name, terminate_as_exit
 from rag.core.timing import Timer
 from rag.data.dataset import Dataset
 from rag.folders import RunFolder, did_work
@@ -312,7 +312,7 @@ class Pipeline:
             except BaseException as err:
                 # a refusal (ConfigError) is no stop: its folder cannot resume under the same config
                 if not isinstance(err, ConfigError) and (answered or did_work(self.work_so_far())):
-                    folder.journal_work(execution, answered, self.work_so_far(), stopped=type(err).__name__)
+                    folder.journal_work(execution, answered, self.work_so_far(), stopped=stop_name(err))
                 raise
         if not todo:  # still load the index so that timings are comparable between runs
             self.prepare_index()

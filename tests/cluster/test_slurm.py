@@ -15,6 +15,7 @@ import pytest
 import yaml
 
 from rag.core.io import read_jsonl
+from rag.folders import RunFolder
 from tests.cluster.helpers import (
     CHEAP,
     PYTHON,
@@ -137,7 +138,9 @@ def test_preempted_cell_is_requeued_by_submitit_and_resumes(slurm, hotpot_data, 
     records = read_jsonl(cell / "answers.jsonl")
     assert len(records) == n and len({r["id"] for r in records}) == n
     metrics = json.loads((cell / "metrics.json").read_text())
-    assert metrics["llm_calls"] == n - kept  # the requeued run generated only what was missing
+    # every answer's call counted once (issue 52): the preempted execution's journalled work too; the requeued
+    # run generated only what was missing
+    assert metrics["llm_calls"] == n and RunFolder(cell).work_history()[-1]["llm_calls"] == n - kept
 
 
 def test_single_run_sbatch_requeues_itself_at_the_time_limit_and_resumes(slurm, hotpot_data, tmp_path):
@@ -165,4 +168,5 @@ def test_single_run_sbatch_requeues_itself_at_the_time_limit_and_resumes(slurm, 
     kept = int(re.search(r"resuming: (\d+) answers already written", (run_dir / "main.log").read_text()).group(1))
     records = read_jsonl(run_dir / "answers.jsonl")
     assert 1 <= kept < n and len({r["id"] for r in records}) == len(records) == n
-    assert json.loads((run_dir / "metrics.json").read_text())["llm_calls"] == n - kept
+    assert json.loads((run_dir / "metrics.json").read_text())["llm_calls"] == n  # the first execution's counted too
+    assert RunFolder(run_dir).work_history()[-1]["llm_calls"] == n - kept  # the requeued one generated the rest

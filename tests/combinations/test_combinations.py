@@ -54,6 +54,8 @@ def build() -> d.Design:
         ("attack.n_passages=0 plants nothing", {**base, "attack": "poisonedrag"}, ["attack.n_passages=0"]),
         ("attack.n_passages=1", {**base, "attack": "poisonedrag"}, ["attack.n_passages=1"]),
         ("retriever.k beyond the corpus (994 passages)", base, ["retriever.k=2000", "cache.retrieval_depth=2000"]),
+        ("generation.repeats=2 with judges and the no-answer rate", {**base, "judge": "liverag"},
+         ["generation.repeats=2", "generation.repeat_temperature=0.8", "metrics=[f1,no_answer]"]),
     ]
     out.refused = [(r.name, {**base, **r.example}) for r in t.REFUSALS]
     out.refused.append(("rerank.k above retriever.k", {**base, "rerank": "dense"}))
