@@ -37,6 +37,9 @@ from tests.docs.table import SWAPS
 from tests.instant_endpoint import InstantEndpoint
 
 GROUPS = {g: d.options(g) for g in d.GROUPS}
+#: how long one multirun of cells may take: the pairwise one is 200 cells in one process, building every dataset's
+#: dense index on the way; beside three other CI sessions on 2 cores it ran past pytest's 1800 s (CI at 9e32713)
+SWEEP_SECONDS = 3600
 
 
 def build() -> d.Design:
@@ -223,6 +226,7 @@ def pairwise_sweep(store):
     return run_sweep(store, "pairwise", DESIGN.pairwise, None)
 
 
+@pytest.mark.timeout(SWEEP_SECONDS + 300)  # the first cell's setup runs the whole sweep (`pairwise_sweep`)
 @pytest.mark.parametrize("number", range(len(DESIGN.pairwise)),
                          ids=[f"c{i:03d}:{_cell_id(c)}" for i, c in enumerate(DESIGN.pairwise)])
 def test_cell_completes(number, pairwise_sweep):
@@ -378,7 +382,7 @@ def run_sweep(store: Store, name: str, cells: list[d.Cell], launcher: str | None
         text += f" hydra/launcher={launcher}"
     else:  # a summary of unrelated cells is no comparison anyone makes; the launcher sweeps keep theirs
         text += " hydra.callbacks.sweep_summary.enabled=false"
-    result, home = _run(store, name, text, timeout=2400)
+    result, home = _run(store, name, text, timeout=SWEEP_SECONDS)
     sweeps = sorted({p.parent for p in (home / "outputs").rglob("multirun.yaml")})
     return result, sweeps[0] if sweeps else None
 
@@ -404,6 +408,7 @@ def launcher_sweeps(store):
             for launcher, cells in DESIGN.by_launcher.items()}
 
 
+@pytest.mark.timeout(SWEEP_SECONDS + 300)  # the first cell's setup runs every launcher's sweep
 @pytest.mark.parametrize("launcher,number", [
     pytest.param(lr, i, id=f"{lr}-c{i:02d}", marks=[pytest.mark.slurm] if lr == "slurm" else [])
     for lr, i in LAUNCHER_CELLS])
