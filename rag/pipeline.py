@@ -362,7 +362,7 @@ class Pipeline:
             for metric in self.answer_metrics:
                 if isinstance(metric, RecordMetric):
                     metric.rescore(run, self.dataset.qrels_level)
-        return {**consistency_metrics([records, *drawn]), **usage_metrics(run_dir)}
+        return {**consistency_metrics([records, *drawn]), **usage_metrics(run_dir, temperature)}
 
     def answer(self, questions: list[Question], empty_fallback: Generator | None = None) -> list[AnswerRecord]:
         """Rank, generate and record one batch of questions: the body of `run`'s loop, also the live day's.

@@ -6,7 +6,7 @@ seed moved by `r * REPEAT_SEED_STRIDE` and, where `generation.repeat_temperature
 local model at temperature 0 decodes greedily and repeats itself whatever the seed), as `judge.repeats` does for
 judges (rag/judge/repeats.py, `ReseededEngine`). The ranked lists are the run's own (served from its stage cache),
 so only generation varies. Repeat 0 is the folder's own answers; repeats 1..N-1 are journalled in
-`generation_repeats/r<r>.jsonl` as they are made, so a killed run resumes them, and the response cache keys on the
+`generation_repeats/temperature=<t>/r<r>.jsonl` as they are made (keyed by the temperature: another one draws anew), so a killed run resumes them, and the response cache keys on the
 seed, so a rerun draws nothing again.
 
 Per per-answer score (F1, EM, the no-answer flag, ...) the run metrics say how stable the generation is:
@@ -42,8 +42,14 @@ FOLDER = "generation_repeats"
 USAGE = ("llm_calls", "prompt_tokens", "completion_tokens")
 
 
-def repeat_journal(run_dir: Path, repeat: int) -> JsonlJournal:
-    return JsonlJournal(run_dir / FOLDER / f"r{repeat}.jsonl")
+def draws_dir(run_dir: Path, temperature: float | None) -> Path:
+    """Where the extra draws at one temperature live: keyed by it, so a rerun at another temperature (not part of the
+    folder's fingerprint) draws its own instead of reading these."""
+    return run_dir / FOLDER / f"temperature={'llm' if temperature is None else f'{float(temperature):g}'}"
+
+
+def repeat_journal(run_dir: Path, repeat: int, temperature: float | None = None) -> JsonlJournal:
+    return JsonlJournal(draws_dir(run_dir, temperature) / f"r{repeat}.jsonl")
 
 
 def draw_repeats(questions: Sequence[Question], run_dir: Path, repeats: int, chunk: int,
@@ -56,7 +62,7 @@ def draw_repeats(questions: Sequence[Question], run_dir: Path, repeats: int, chu
     once, by whichever execution drew them."""
     drawn = []
     for r in range(1, repeats):
-        journal = repeat_journal(run_dir, r)
+        journal = repeat_journal(run_dir, r, temperature)
         done = {row["id"]: AnswerRecord.from_json(row) for row in journal.read()}
         todo = [q for q in questions if q.id not in done]
         if todo:
@@ -68,7 +74,7 @@ def draw_repeats(questions: Sequence[Question], run_dir: Path, repeats: int, chu
                     before = engine.usage.metrics()
                     rows = answer(todo[offset: offset + chunk])
                     journal.append([row.to_json() for row in rows])
-                    add_usage(run_dir, before, engine.usage.metrics())
+                    add_usage(draws_dir(run_dir, temperature), before, engine.usage.metrics())
                     done.update({row.id: row for row in rows})
             finally:
                 reseed(None)
@@ -76,15 +82,15 @@ def draw_repeats(questions: Sequence[Question], run_dir: Path, repeats: int, chu
     return drawn
 
 
-def add_usage(run_dir: Path, before: dict[str, Any], after: dict[str, Any]) -> None:
-    path = run_dir / FOLDER / "usage.json"
-    total = repeats_usage(run_dir)
+def add_usage(draws: Path, before: dict[str, Any], after: dict[str, Any]) -> None:
+    path = draws / "usage.json"
+    total = repeats_usage(draws)
     atomic_write_json(path, {k: total.get(k, 0) + (after.get(k) or 0) - (before.get(k) or 0) for k in USAGE})
 
 
-def repeats_usage(run_dir: Path) -> dict[str, Any]:
-    """The LLM work every repeat drawn into the folder cost, as `consistency/<counter>` figures use it."""
-    path = run_dir / FOLDER / "usage.json"
+def repeats_usage(draws: Path) -> dict[str, Any]:
+    """The LLM work every repeat drawn into `draws` cost, as `consistency/<counter>` figures use it."""
+    path = draws / "usage.json"
     return json.loads(path.read_text(encoding="utf-8")) if path.is_file() else {k: 0 for k in USAGE}
 
 
@@ -111,6 +117,6 @@ def consistency_metrics(runs: Sequence[Sequence[AnswerRecord]]) -> dict[str, Any
     return out
 
 
-def usage_metrics(run_dir: Path) -> dict[str, Any]:
+def usage_metrics(run_dir: Path, temperature: float | None) -> dict[str, Any]:
     """The repeats' own LLM work, apart from the run's: `consistency/llm_calls`, ..."""
-    return {f"consistency/{k}": v for k, v in repeats_usage(run_dir).items() if k in USAGE}
+    return {f"consistency/{k}": v for k, v in repeats_usage(draws_dir(run_dir, temperature)).items() if k in USAGE}

@@ -50,6 +50,11 @@ def test_repeats_reseed_every_request_count_apart_and_resume(hotpot_data, tmp_pa
         proc = rag_main(args, env, timeout=600)  # a rerun: every repeat is journalled, nothing is drawn again
         assert proc.returncode == 0, proc.stderr[-3000:]
         assert len(endpoint.requests) == len(sent)
+        # another repeat temperature (no part of the folder's fingerprint) draws its own, never reads those at 0.8
+        proc = rag_main([*args, "generation.repeat_temperature=0.5"], env, timeout=600)
+        assert proc.returncode == 0, proc.stderr[-3000:]
+        again = [(r["seed"], r["temperature"]) for r in endpoint.requests[len(sent):]]
+        assert len(again) == n * (repeats - 1) and {t for _, t in again} == {0.5}
     base = sorted({seed for seed, _ in sent})[0]
     assert sorted(sent) == sorted([(base, sent[0][1])] * n + [(base + REPEAT_SEED_STRIDE, 0.8)] * n
                                   + [(base + 2 * REPEAT_SEED_STRIDE, 0.8)] * n)
@@ -58,6 +63,7 @@ def test_repeats_reseed_every_request_count_apart_and_resume(hotpot_data, tmp_pa
     assert metrics["consistency/repeats"] == repeats and 0.0 <= metrics["consistency/answer_changed"] <= 1.0
     assert {"consistency/f1/answer_sd", "consistency/no_answer/changed"} <= set(metrics)
     for r in (1, 2):
-        rows = [json.loads(line) for line in (run_dir / FOLDER / f"r{r}.jsonl").read_text().splitlines()]
+        rows = [json.loads(line) for line in
+                (run_dir / FOLDER / "temperature=0.8" / f"r{r}.jsonl").read_text().splitlines()]
         assert [row["id"] for row in rows] == [json.loads(line)["id"] for line in
                                                (run_dir / "answers.jsonl").read_text().splitlines()]
