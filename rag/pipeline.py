@@ -355,9 +355,13 @@ class Pipeline:
             self._engine = reseeded if reseeded is not None else engine
 
         temperature = None if gen.get("repeat_temperature") is None else float(gen.repeat_temperature)
+        stages = dict(self.timer.seconds)  # the draws' stage time goes to time/repeats_s alone, not the run's stages
         with self.timer.stage("repeats"):
             drawn = draw_repeats(questions, run_dir, int(gen.repeats), max(1, int(gen.chunk_size)), self.answer,
                                  reseed, engine, temperature)
+        self.timer.seconds.update({**stages, "repeats": self.timer.seconds["repeats"]})
+        for stage in set(self.timer.seconds) - set(stages) - {"repeats"}:
+            del self.timer.seconds[stage]
         for run in drawn:
             for metric in self.answer_metrics:
                 if isinstance(metric, RecordMetric):

@@ -62,6 +62,7 @@ def test_repeats_reseed_every_request_count_apart_and_resume(hotpot_data, tmp_pa
     assert metrics["llm_calls"] == n and metrics["consistency/llm_calls"] == n * (repeats - 1)
     assert metrics["consistency/repeats"] == repeats and 0.0 <= metrics["consistency/answer_changed"] <= 1.0
     assert {"consistency/f1/answer_sd", "consistency/no_answer/changed"} <= set(metrics)
+    assert metrics["time/repeats_s"] > 0  # the draws' own stage time (the run's stages keep their answers' time)
     for r in (1, 2):
         rows = [json.loads(line) for line in
                 (run_dir / FOLDER / "temperature=0.8" / f"r{r}.jsonl").read_text().splitlines()]
