@@ -270,14 +270,21 @@ def _references(row: Any, errors: list[str], warnings: list[str]) -> list[Any]:
     return refs
 
 
+def _metadata(row: Any, errors: list[str]) -> Mapping[str, Any] | None:
+    """A report's `metadata` object, or None with the error said."""
+    md = row.get("metadata")
+    if isinstance(md, Mapping):
+        return md
+    errors.append("metadata must be an object")
+    return None
+
+
 def _rag25_problems(row: Any, topics: Mapping[str, str] | None, msmarco_ids: bool, citations: str
                     ) -> tuple[list[str], list[str]]:
     errors: list[str] = []
     warnings: list[str] = []
-    md = row.get("metadata")
-    if not isinstance(md, Mapping):
-        errors.append("metadata must be an object")
-    else:
+    md = _metadata(row, errors)
+    if md is not None:
         missing = sorted({"team_id", "run_id", "narrative_id"} - set(md))
         if missing:
             errors.append(f"metadata missing keys: {', '.join(missing)}")
@@ -306,10 +313,8 @@ def _rag26_problems(row: Any, topics: Mapping[str, str] | None, climbmix_ids: bo
     has `forbid_extra_metadata: false`), the guidelines' "must" / "do not" makes it an error here."""
     errors: list[str] = []
     warnings: list[str] = []
-    md = row.get("metadata")
-    if not isinstance(md, Mapping):
-        errors.append("metadata must be an object")
-    else:
+    md = _metadata(row, errors)
+    if md is not None:
         missing = [k for k in RAG26_METADATA if k not in md or md[k] is None or not str(md[k]).strip()]
         if missing:
             errors.append(f"metadata missing or empty keys: {', '.join(missing)}"

@@ -13,7 +13,7 @@ import io
 import logging
 import os
 import tempfile
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -121,22 +121,31 @@ def build_report(sweep_dir: str | Path, out_dir: str | Path | None = None, laten
     def figure(name: str, fig) -> None:
         report.figures[name] = save_figure(fig, out / name, formats)
 
+    def part(name: str, items: Sequence[Any], rows: Callable[[Sequence[Any]], list[dict[str, Any]]], missing: str,
+             markdown: Callable | None = None, plot: Callable | None = None, drawn_as: str | None = None) -> None:
+        """One part of the report: its table (`name`.csv), markdown and figure (`drawn_as`, else `name`) when the
+        sweep has `items` for it, else why not (`missing`)."""
+        if not items:
+            report.skipped[drawn_as or name] = missing
+            return
+        report.tables[name] = rows(items)
+        if markdown is not None:
+            report.meta[f"{name}_md"] = markdown(items)
+        if plot is not None:
+            figure(drawn_as or name, plot(items))
+
+    def flat(items: Sequence[Any]) -> list[dict[str, Any]]:
+        return [item.flat() for item in items]
+
     # Table 1
-    rows1 = table1_mod.table1_rows(sweep, n_boot=n_boot, seed=seed)
-    if rows1:
-        report.tables["table1"] = [r.flat() for r in rows1]
-        report.meta["table1_md"] = table1_mod.to_markdown(rows1)
-        figure("table1", table1_mod.plot(rows1))
-    else:
-        report.skipped["table1"] = "no judge results with correctness/faithfulness in answers.jsonl " \
-                                   "(run with judge=liverag or judge=full)"
+    part("table1", table1_mod.table1_rows(sweep, n_boot=n_boot, seed=seed), flat,
+         "no judge results with correctness/faithfulness in answers.jsonl (run with judge=liverag or judge=full)",
+         table1_mod.to_markdown, table1_mod.plot)
     # Fig. 4
-    curves = recall_mod.recall_curves(sweep, n_boot=min(n_boot, 200), seed=seed)
-    if curves:
-        report.tables["recall_at_k"] = [p for c in curves for p in c.points()]
-        figure("fig4_recall_at_k", recall_mod.plot(curves))
-    else:
-        report.skipped["fig4_recall_at_k"] = "no questions with gold documents and a single/multi hop label"
+    part("recall_at_k", recall_mod.recall_curves(sweep, n_boot=min(n_boot, 200), seed=seed),
+         lambda curves: [p for c in curves for p in c.points()],
+         "no questions with gold documents and a single/multi hop label", plot=recall_mod.plot,
+         drawn_as="fig4_recall_at_k")
     measures = recall_mod.measure_rows(sweep, n_boot=min(n_boot, 200), seed=seed)
     if measures:  # trec_eval measures beside Fig. 4 (metrics.retrieval_measures)
         report.tables["retrieval_measures"] = measures
@@ -178,29 +187,15 @@ def build_report(sweep_dir: str | Path, out_dir: str | Path | None = None, laten
             "Not tested: no significance.json in the sweep folder (the sweep summary writes it when at least two "
             "cells finished: `python -m eval.summary SWEEP_DIR`).\n")
     # strategy cost
-    costs = cost_mod.strategy_costs(sweep)
-    if costs:
-        report.tables["strategy_cost"] = [c.per_question() for c in costs]
-        figure("strategy_cost", cost_mod.plot(costs))
-    else:
-        report.skipped["strategy_cost"] = "no finished runs"
-
+    part("strategy_cost", cost_mod.strategy_costs(sweep), lambda costs: [c.per_question() for c in costs],
+         "no finished runs", plot=cost_mod.plot)
     # corpus attacks: ASR and accuracy against planted passages per strategy (experiment=poisoning)
-    points = attack_mod.attack_points(sweep)
-    if points:
-        report.tables["attack"] = [p.flat() for p in points]
-        report.meta["attack_md"] = attack_mod.to_markdown(points)
-        figure("attack", attack_mod.plot(points))
-    else:
-        report.skipped["attack"] = "no attacked runs (attack=poisonedrag or prompt_injection, metrics asr)"
-
+    part("attack", attack_mod.attack_points(sweep), flat,
+         "no attacked runs (attack=poisonedrag or prompt_injection, metrics asr)", attack_mod.to_markdown,
+         attack_mod.plot)
     # the leaderboard: named systems (`system:` in their experiment files) beside their published scores
-    board = leaderboard_mod.leaderboard_rows(sweep)
-    if board:
-        report.tables["leaderboard"] = [row.flat() for row in board]
-        report.meta["leaderboard_md"] = leaderboard_mod.to_markdown(board)
-    else:
-        report.skipped["leaderboard"] = "no finished run names a system (experiment=liverag_grag, ragtifier, ...)"
+    part("leaderboard", leaderboard_mod.leaderboard_rows(sweep), flat,
+         "no finished run names a system (experiment=liverag_grag, ragtifier, ...)", leaderboard_mod.to_markdown)
 
     for name in report.skipped:  # a part that cannot be drawn now leaves no figure or table of an earlier build
         files = [out / f"{name}.{ext}" for ext in {*formats, "png", "pdf", "svg", "csv"}]
