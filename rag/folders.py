@@ -26,21 +26,25 @@ Final outputs are written atomically; a folder with `metrics.json` is complete.
 from __future__ import annotations
 
 import json
+import logging
 import os
 import socket
 import time
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
 from typing import Any
 
-from rag.core.errors import BusyError, DataError
+from rag.core.errors import BusyError, ConfigError, DataError
 from rag.core.hashing import cap_name
 from rag.core.io import JsonlJournal, atomic_write_json, atomic_write_jsonl, atomic_write_text, read_jsonl
 from rag.core.secrets import mask_text
-from rag.records import RANKED_LISTS, AnswerRecord, load_answer_records, stage_ranking
+from rag.core.signals import stop_name, terminate_as_exit
+from rag.records import RANKED_LISTS, AnswerRecord, Question, load_answer_records, stage_ranking
+
+log = logging.getLogger(__name__)
 
 
 def read_json_file(path: Path) -> dict[str, Any]:
@@ -156,16 +160,21 @@ class RunFolder:
         job = f", SLURM job {info['slurm_job']}" if info.get("slurm_job") else ""
         return f"process {info.get('pid')} on {info.get('host')}{job}, since {info.get('since')}"
 
-    def resumed(self) -> tuple[dict[str, AnswerRecord], list[str]]:
-        """What a resumed run keeps: the answers journalled or written, by id, without the failed ones (generated
-        again), and the ids of those failed ones."""
+    def resumed(self, questions: Sequence[Question]) -> tuple[dict[str, AnswerRecord], list[Question]]:
+        """What a resumed run keeps and what it still answers: the answers journalled or written, by id, without the
+        failed ones, and the questions without a kept answer (the failed ones generated again), in order."""
         done = {r.id: r for r in map(AnswerRecord.from_json, self.journal().read())}
         if self.has_answers:
             done.update({r.id: r for r in self.records()})
-        retry = [i for i, r in done.items() if r.failure]
+        retry = sorted(i for i, r in done.items() if r.failure)
         for i in retry:
             del done[i]
-        return done, retry
+        todo = [q for q in questions if q.id not in done]
+        if retry:
+            log.info("resuming: %d failed answers (%s) are generated again", len(retry), ", ".join(retry[:5]))
+        if done:
+            log.info("resuming: %d answers already written, %d to go", len(done), len(todo))
+        return done, todo
 
     def journal_lines(self) -> int:
         """Answers journalled by an unfinished run (what a resume keeps)."""
@@ -270,6 +279,31 @@ class RunFolder:
         atomic_write_text(self.qrels_path, "".join(f"{line}\n" for line in judged))
         written["qrels"] = self.qrels_path
         return written
+
+    def answer_journalled(self, todo: Sequence[Question], chunk: int,
+                          answer: Callable[[list[Question]], list[AnswerRecord]], work: Callable[[], Mapping[str, Any]],
+                          done: dict[str, AnswerRecord], first: Callable[[], None] | None = None) -> str:
+        """Answer `todo` chunk by chunk into the answers journal (and `done`), journalling this execution's work
+        (`work()`, its counters so far) with every chunk and once more if it is stopped, saying how, so that the
+        execution that finishes the folder counts a killed one's work (`record_work`). `first` runs before the first
+        chunk, inside the journalled part (ranking every question ahead). Returns this execution's id."""
+        execution, answered, journal = f"{socket.gethostname()}-{os.getpid()}-{time.time_ns()}", 0, self.journal()
+        with terminate_as_exit():
+            try:
+                if todo and first is not None:
+                    first()
+                for offset in range(0, len(todo), chunk):
+                    rows = answer(list(todo[offset: offset + chunk]))
+                    journal.append([row.to_json() for row in rows])
+                    done.update({row.id: row for row in rows})
+                    answered += len(rows)
+                    self.journal_work(execution, answered, work())
+            except BaseException as err:
+                # a refusal (ConfigError) is no stop: its folder cannot resume under the same config
+                if not isinstance(err, ConfigError) and (answered or did_work(work())):
+                    self.journal_work(execution, answered, work(), stopped=stop_name(err))
+                raise
+        return execution
 
     def journal_work(self, execution: str, answered: int, work: Mapping[str, Any], stopped: str | None = None) -> None:
         """Journal an unfinished execution's work so far (its counters since it started, and the answers it

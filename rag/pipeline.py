@@ -8,8 +8,6 @@ chunk so a killed run resumes where it stopped. Final outputs are written atomic
 from __future__ import annotations
 
 import logging
-import os
-import socket
 import time
 from dataclasses import asdict
 from pathlib import Path
@@ -24,24 +22,29 @@ from rag.attribute.base import Attribution, build_attribution
 from rag.core.errors import ConfigError
 from rag.core.io import atomic_write_json
 from rag.core.secrets import redact
-from rag.core.signals import stop_name, terminate_as_exit
 from rag.core.timing import Timer
 from rag.data.dataset import Dataset
-from rag.folders import RunFolder, did_work
-from rag.generate.base import GenerationContext, GenerationInput, Generator, cap_context_words
-from rag.generate.repeats import consistency_metrics, draw_repeats, usage_metrics
+from rag.folders import RunFolder
+from rag.generate.base import (
+    GenerationContext,
+    GenerationInput,
+    Generator,
+    cap_context_words,
+    empty_fallback_name,
+)
+from rag.generate.repeats import generation_consistency
 from rag.generate.search_loop import loop_metrics
 from rag.judge.run import evaluate_records, judge_nodes
 from rag.llm.base import LLMEngine, engine_metrics
 from rag.llm.factory import EngineFactory, llm_key
 from rag.metrics.base import (
     AnswerMetric,
-    RecordMetric,
     RunShape,
     ScoredAnswer,
     answer_means,
     build_metrics,
     hop_splits,
+    rescore_records,
 )
 from rag.metrics.registry import REGISTRY
 from rag.metrics.retrieval import cutoff_metrics, stage_cutoff_scores
@@ -55,7 +58,7 @@ from rag.records import (
     ScoredPassage,
     build_answer_record,
 )
-from rag.rerank.base import Reranker, rerank_metrics, take_stats
+from rag.rerank.base import Reranker, rerank_llm, rerank_metrics, take_stats, takes_turns
 from rag.retrieve.base import Retriever, clamp_to_corpus
 from rag.retrieve.fusion import search_query_sets, select_per_group
 from rag.reuse import LOADED, RunLoader, reuse_loaded
@@ -91,8 +94,11 @@ class Pipeline:
         self.attack: CorpusAttack | None = None
         if cfg.get("attack"):
             self.attack = instantiate(cfg.attack, llm=None)
-            self.dataset.corpus = AttackedCorpus(self.dataset.corpus, self.attack, lambda: self.dataset.questions,
-                                                 self._attacker_engine, self.cache_dir, self.dataset.name)
+            attack_llm = cfg.attack.get("llm")  # the generator's engine when equal (an LLM generator's), else its own
+            self.dataset.corpus = AttackedCorpus(
+                self.dataset.corpus, self.attack, lambda: self.dataset.questions,
+                lambda: self._stage_engine(attack_llm, share=self.generator.uses_llm) if attack_llm else None,
+                self.cache_dir, self.dataset.name)
         self.retriever: Retriever
         # an attacked corpus depends on the attack and on the questions it targets
         attacked = (cfg.attack, cfg.dataset) if cfg.get("attack") else ()
@@ -103,10 +109,10 @@ class Pipeline:
         if engine is not None:
             self.engines.adopt(cfg.llm, engine)  # used, never closed, by this run
         self.loader.note_loads(llm=engine)  # the `engine` property sets the LLM's when it builds it
-        rerank_llm = cfg.rerank.get("llm") if isinstance(cfg.rerank, DictConfig) else None
+        reranker_llm = rerank_llm(cfg)
         self.reranker: Reranker
         self.reranker, _ = self.loader.shared(
-            "rerank", cfg.rerank, lambda: (instantiate(cfg.rerank, llm=self._stage_engine(rerank_llm)) if rerank_llm
+            "rerank", cfg.rerank, lambda: (instantiate(cfg.rerank, llm=self._stage_engine(reranker_llm)) if reranker_llm
                                            else instantiate(cfg.rerank)), cfg.cache.llm_responses)
         self.ordering: Ordering = instantiate(cfg.ordering)
         self.compressor = instantiate(cfg.get("compress") or {"_target_": "rag.compress.base.NoCompression"})
@@ -134,7 +140,7 @@ class Pipeline:
         if self.generator.uses_llm:
             _ = self.engine  # fail fast on a bad llm config (a missing model file) before any index is built
             self.generator.check_engine(self.engine)  # e.g. Crucible needs log-probabilities
-        elif _has_judges(cfg):
+        elif judge_nodes(cfg.get("judge")):
             raise ConfigError("judges need answers, but generator=none writes none; "
                               "use judge=none for a retrieval-only run")
 
@@ -145,21 +151,13 @@ class Pipeline:
             self._engine = self.loader.generator_engine(self.cfg.llm, self.cfg.cache.llm_responses)
         return self._engine
 
-    def _stage_engine(self, llm_cfg: Any) -> LLMEngine:
-        """A stage's engine (an LLM reranker's `rerank.llm`): the generator's own when the configs are equal (GRAG's
-        relevance model is its generator: one load, and its calls count in the run's LLM usage), else its own."""
-        if llm_key(llm_cfg) == llm_key(self.cfg.llm):
+    def _stage_engine(self, llm_cfg: Any, share: bool = True) -> LLMEngine:
+        """A stage's engine (an LLM reranker's `rerank.llm`, the attack's `attack.llm`): with `share`, the
+        generator's own when the configs are equal (GRAG's relevance model is its generator: one load, and its calls
+        count in the run's LLM usage), else its own."""
+        if share and llm_key(llm_cfg) == llm_key(self.cfg.llm):
             return self.engine
         return self.loader.engine_for(llm_cfg)
-
-    def _attacker_engine(self) -> LLMEngine | None:
-        """The attack's engine (`attack.llm`): the generator's own when the configs are equal, else its own."""
-        attack_llm = self.cfg.attack.get("llm")
-        if not attack_llm:
-            return None
-        if self.generator.uses_llm and llm_key(attack_llm) == llm_key(self.cfg.llm):
-            return self.engine
-        return self.loader.engine_for(attack_llm)
 
     def model_loads(self) -> int:
         """Model weights loaded by this run (LLM and embedders); 0 for every component reused from a
@@ -221,13 +219,6 @@ class Pipeline:
         return retrieved, [cap_context_words(r if i in selected else self.reranker.cut(r)[:single_k or None], cap)
                            for i, r in enumerate(reranked)]
 
-    def _takes_turns(self) -> bool:
-        """generation.release_reranker with an LLM reranker whose engine is not the generator's."""
-        rerank_llm = self.cfg.rerank.get("llm") if isinstance(self.cfg.rerank, DictConfig) else None
-        if not rerank_llm or not bool(self.cfg.generation.get("release_reranker", False)):
-            return False
-        return not self.generator.uses_llm or llm_key(rerank_llm) != llm_key(self.cfg.llm)
-
     def rank_ahead(self, questions: list[Question]) -> None:
         """Rerank every question before any is generated, then close the reranker's engine, so an LLM reranker
         and the generator take turns on one GPU instead of holding it together (generation.release_reranker)."""
@@ -250,14 +241,10 @@ class Pipeline:
                             self.dataset.corpus.key)
 
     def retrieve_adhoc(self, queries: list[str]) -> list[list[ScoredPassage]]:
-        """Retrieve + rerank + cut for new queries (IterDRAG's sub-queries), with the run's own stages."""
-        corpus = self.dataset.corpus
-        deep = self.stage_cache.retrieve_queries(self.retriever, corpus.key, queries, self.depth)
-        retrieved = [r[: self.retriever.k] for r in deep]
-        reranked = retrieved if self.reranker.is_identity else self.reranker.rerank(queries, retrieved)
-        if not self.reranker.is_identity:
-            self.stage_cache.counters.rerank_calls += len(queries)
-        return [self.reranker.cut(r) for r in reranked]
+        """Retrieve + rerank + cut for new queries (IterDRAG's sub-queries, a search loop's), with the run's own
+        stages and stage caches."""
+        return [self.reranker.cut(r) for r in self.stage_cache.rank_queries(
+            self.retriever, self.reranker, self.dataset.corpus.key, queries, self.depth)]
 
     def generate(self, questions: list[Question], contexts: list[list[ScoredPassage]]) -> list[GenerationResult]:
         ctx = GenerationContext(engine=self.engine if self.generator.uses_llm else None, retrieve=self.retrieve_adhoc, cache_dir=str(self.cache_dir),
@@ -286,41 +273,16 @@ class Pipeline:
                  self.reranker.k, self.ordering.name, self.generator.name)
 
         folder = RunFolder(run_dir)
-        journal = folder.journal()
-        done, retry = folder.resumed()
-        todo = [q for q in questions if q.id not in done]
-        if retry:
-            log.info("resuming: %d failed answers (%s) are generated again", len(retry),
-                     ", ".join(sorted(retry)[:5]))
-        if done:
-            log.info("resuming: %d answers already written, %d to go", len(done), len(todo))
-
-        # this execution's work goes to the work journal with every chunk, and once more if it is stopped, so a
-        # killed execution's work is counted by the one that finishes the folder (RunFolder.record_work)
-        execution, answered = f"{socket.gethostname()}-{os.getpid()}-{time.time_ns()}", 0
-        with terminate_as_exit():
-            try:
-                if todo and self._takes_turns():
-                    self.rank_ahead(todo)
-                chunk = max(1, int(self.cfg.generation.chunk_size))
-                for offset in range(0, len(todo), chunk):
-                    rows = self.answer(todo[offset: offset + chunk])
-                    journal.append([row.to_json() for row in rows])
-                    done.update({row.id: row for row in rows})
-                    answered += len(rows)
-                    folder.journal_work(execution, answered, self.work_so_far())
-            except BaseException as err:
-                # a refusal (ConfigError) is no stop: its folder cannot resume under the same config
-                if not isinstance(err, ConfigError) and (answered or did_work(self.work_so_far())):
-                    folder.journal_work(execution, answered, self.work_so_far(), stopped=stop_name(err))
-                raise
+        done, todo = folder.resumed(questions)
+        execution = folder.answer_journalled(todo, max(1, int(self.cfg.generation.chunk_size)), self.answer,
+                                             self.work_so_far, done,
+                                             first=(lambda: self.rank_ahead(todo)) if takes_turns(self.cfg, self.generator.uses_llm) else None)
         if not todo:  # still load the index so that timings are comparable between runs
             self.prepare_index()
 
         records = [done[q.id] for q in questions]
-        for metric in self.answer_metrics:  # read from the stored records: every answer again, resumed ones too
-            if isinstance(metric, RecordMetric):
-                metric.rescore(records, self.dataset.qrels_level)
+        # record metrics read the stored records: every answer again, resumed ones too
+        rescore_records(self.answer_metrics, records, self.dataset.qrels_level)
         metrics = self.metrics(records, coverage)
         if metrics["empty_answers"]:
             log.warning("%d of %d answers are empty (%d empty completions from %s after re-asking): scored as "
@@ -349,24 +311,15 @@ class Pipeline:
     def repeat_generation(self, questions: list[Question], records: list[AnswerRecord], run_dir: Path) -> dict:
         """`generation.repeats`: every answer drawn again with other seeds, and how much it moves
         (rag.generate.repeats); the repeats' LLM work is counted apart from the run's."""
-        engine, gen = self.engine, self.cfg.generation
+        engine = self.engine
 
         def reseed(reseeded: LLMEngine | None) -> None:
             self._engine = reseeded if reseeded is not None else engine
 
-        temperature = None if gen.get("repeat_temperature") is None else float(gen.repeat_temperature)
-        stages = dict(self.timer.seconds)  # the draws' stage time goes to time/repeats_s alone, not the run's stages
-        with self.timer.stage("repeats"):
-            drawn = draw_repeats(questions, run_dir, int(gen.repeats), max(1, int(gen.chunk_size)), self.answer,
-                                 reseed, engine, temperature)
-        self.timer.seconds.update({**stages, "repeats": self.timer.seconds["repeats"]})
-        for stage in set(self.timer.seconds) - set(stages) - {"repeats"}:
-            del self.timer.seconds[stage]
-        for run in drawn:
-            for metric in self.answer_metrics:
-                if isinstance(metric, RecordMetric):
-                    metric.rescore(run, self.dataset.qrels_level)
-        return {**consistency_metrics([records, *drawn]), **usage_metrics(run_dir, temperature)}
+        with self.timer.apart("repeats"):  # the draws' stage time goes to time/repeats_s alone, not the run's stages
+            return generation_consistency(
+                questions, records, run_dir, self.cfg.generation, self.answer, reseed, engine,
+                lambda run: rescore_records(self.answer_metrics, run, self.dataset.qrels_level))
 
     def answer(self, questions: list[Question], empty_fallback: Generator | None = None) -> list[AnswerRecord]:
         """Rank, generate and record one batch of questions: the body of `run`'s loop, also the live day's.
@@ -442,11 +395,3 @@ class Pipeline:
                 part.close()
         self.engines.close()
 
-
-def empty_fallback_name(generator: Generator) -> str:
-    """What an answer's `fallback` says when `generator` answered in place of an empty LLM answer."""
-    return f"empty answer: {generator.name}"
-
-
-def _has_judges(cfg: DictConfig) -> bool:
-    return bool(judge_nodes(cfg.get("judge")))

@@ -436,6 +436,17 @@ class StageCache:
         return self._cached(path, ids, lambda xs: retriever.search([by_id[i] for i in xs], depth), retriever,
                             "retrieval_cache_hits", "retrieval_calls", retriever.stores_text)
 
+    def rank_queries(self, retriever: Retriever, reranker: Reranker, corpus_key: str, queries: list[str],
+                     depth: int) -> list[list[ScoredPassage]]:
+        """Ad-hoc queries retrieved (`retrieve_queries`), cut to `retriever.k` and reranked, both stages cached by
+        the hash of the query text, so a rerun of a search loop or IterDRAG serves its sub-queries' lists."""
+        from rag.core.hashing import stable_hash
+
+        deep = self.retrieve_queries(retriever, corpus_key, queries, depth)
+        name = f"{retriever.key}__{corpus_key}__adhoc__depth{depth}__k{retriever.k}"
+        return self.rerank(reranker, name, retriever, [stable_hash(q, length=16) for q in queries], queries,
+                           [r[: retriever.k] for r in deep])
+
     @staticmethod
     def retrieval_name(retriever: Retriever, corpus_key: str, questions_key: str, depth: int) -> str:
         return f"{retriever.key}__{corpus_key}__{questions_key}__depth{depth}"

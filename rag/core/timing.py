@@ -21,3 +21,14 @@ class Timer:
             yield
         finally:
             self.seconds[name] += time.perf_counter() - start
+
+    @contextmanager
+    def apart(self, name: str) -> Iterator[None]:
+        """Time a block as `name` alone: stages run inside it (a repeat's retrieval and generation) add nothing to
+        their own totals, so those stay the run's own work."""
+        before = dict(self.seconds)
+        with self.stage(name):
+            yield
+        spent = self.seconds[name]
+        self.seconds.clear()
+        self.seconds.update({**before, name: spent})

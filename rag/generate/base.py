@@ -105,3 +105,8 @@ class Generator(ABC):
     def uses_ordering(self) -> bool:
         """False for strategies that manage their own context (IterDRAG keeps retrieval order)."""
         return True
+
+
+def empty_fallback_name(generator: Generator) -> str:
+    """What an answer's `fallback` says when `generator` answered in place of an empty LLM answer."""
+    return f"empty answer: {generator.name}"

@@ -120,3 +120,17 @@ def consistency_metrics(runs: Sequence[Sequence[AnswerRecord]]) -> dict[str, Any
 def usage_metrics(run_dir: Path, temperature: float | None) -> dict[str, Any]:
     """The repeats' own LLM work, apart from the run's: `consistency/llm_calls`, ..."""
     return {f"consistency/{k}": v for k, v in repeats_usage(draws_dir(run_dir, temperature)).items() if k in USAGE}
+
+
+def generation_consistency(questions: Sequence[Question], records: list[AnswerRecord], run_dir: Path,
+                           generation: Any, answer: Callable[[list[Question]], list[AnswerRecord]],
+                           reseed: Callable[[ReseededEngine | None], None], engine: Any,
+                           rescore: Callable[[list[AnswerRecord]], None]) -> dict[str, Any]:
+    """`generation.repeats`: the extra draws (`draw_repeats`), each scored again by the record metrics (`rescore`),
+    and the `consistency/...` figures over them and the run's own `records`, with the draws' LLM work."""
+    temperature = None if generation.get("repeat_temperature") is None else float(generation.repeat_temperature)
+    drawn = draw_repeats(questions, run_dir, int(generation.repeats), max(1, int(generation.chunk_size)), answer,
+                         reseed, engine, temperature)
+    for run in drawn:
+        rescore(run)
+    return {**consistency_metrics([records, *drawn]), **usage_metrics(run_dir, temperature)}

@@ -25,10 +25,11 @@ from rag.core.errors import ConfigError
 from rag.core.io import JsonlJournal, atomic_write_json, iter_jsonl
 from rag.core.secrets import redact
 from rag.folders import RunFolder
+from rag.generate.base import empty_fallback_name
 from rag.generate.extractive import ExtractiveGenerator
 from rag.live.guard import DeadlineGuard
 from rag.live.submission import SubmissionSpec
-from rag.pipeline import Pipeline, empty_fallback_name
+from rag.pipeline import Pipeline
 from rag.preflight.substitutions import apply_substitutions
 
 log = logging.getLogger(__name__)

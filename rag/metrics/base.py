@@ -11,6 +11,7 @@ the report rank it without a line of their own. `cfg.metrics` also holds setting
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
+from collections.abc import Sequence
 from dataclasses import dataclass
 from statistics import mean
 from typing import Any
@@ -87,6 +88,13 @@ class RecordMetric(AnswerMetric):
         for record in records:
             record.scores = {k: v for k, v in record.scores.items() if not k.startswith(self.key_prefix)}
             record.scores.update(self.score_record(record, qrels_level))
+
+
+def rescore_records(metrics: Sequence[AnswerMetric], records: list[AnswerRecord], qrels_level: str) -> None:
+    """Score stored records again with every record metric among `metrics` (resumed answers and repeats too)."""
+    for metric in metrics:
+        if isinstance(metric, RecordMetric):
+            metric.rescore(records, qrels_level)
 
 
 def metric_nodes(metrics_cfg: Any) -> dict[str, dict[str, Any]]:

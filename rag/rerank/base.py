@@ -120,3 +120,21 @@ def prompted_key(engine: LLMEngine | None, template: PromptTemplate, *settings: 
     identity = engine.identity() if engine is not None else None
     model = engine.model if engine is not None else "no-llm"
     return stable_hash([identity, template.system, template.user, list(template.stop_plain), *settings], 10), model
+
+
+def rerank_llm(cfg: Any) -> Any:
+    """The LLM reranker's engine config (`rerank.llm`, Rank-R1's or GRAG's), or None for other rerankers."""
+    rerank = cfg.get("rerank")
+    return rerank.get("llm") if hasattr(rerank, "get") else None
+
+
+def takes_turns(cfg: Any, generator_uses_llm: bool) -> bool:
+    """Whether the reranker ranks every question ahead and closes its engine before generation, so that it and the
+    generator take turns on one GPU: `generation.release_reranker` with an LLM reranker whose engine is not the
+    generator's."""
+    from rag.llm.factory import llm_key
+
+    llm = rerank_llm(cfg)
+    if not llm or not bool(cfg.generation.get("release_reranker", False)):
+        return False
+    return not generator_uses_llm or llm_key(llm) != llm_key(cfg.llm)
