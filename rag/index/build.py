@@ -14,7 +14,6 @@ import heapq
 import json
 import logging
 import shutil
-import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -24,6 +23,7 @@ import numpy as np
 
 from rag.core.errors import ConfigError, DataError
 from rag.core.io import atomic_write_json, build_once
+from rag.core.progress import progress_bar
 from rag.index.plan import BuildFolder, Part, compact_ranges
 from rag.index.sources import SourcePassage, passages_of, where
 from rag.retrieve.shards import (
@@ -106,15 +106,6 @@ def peak_rss_mb() -> float:
     import resource
 
     return round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1)
-
-
-def progress_bar(total: int, desc: str, enabled: bool) -> Any:
-    from tqdm import tqdm
-
-    # on a terminal a live bar; in a SLURM log one line every 30 s (with the ETA) instead of thousands
-    interactive = sys.stderr.isatty()
-    return tqdm(total=total, desc=desc, unit="doc", disable=not enabled, dynamic_ncols=True,
-                mininterval=0.5 if interactive else 30.0)
 
 
 def build_shard(folder: BuildFolder, backend: Backend, shard: int, progress: bool = True) -> dict[str, Any]:
