@@ -40,6 +40,7 @@ from typing import Any
 from rag.core.errors import BusyError, ConfigError, DataError
 from rag.core.hashing import cap_name
 from rag.core.io import JsonlJournal, atomic_write_json, atomic_write_jsonl, atomic_write_text, read_jsonl
+from rag.core.progress import progress_bar
 from rag.core.secrets import mask_text
 from rag.core.signals import stop_name, terminate_as_exit
 from rag.records import RANKED_LISTS, AnswerRecord, Question, load_answer_records, stage_ranking
@@ -288,7 +289,7 @@ class RunFolder:
         execution that finishes the folder counts a killed one's work (`record_work`). `first` runs before the first
         chunk, inside the journalled part (ranking every question ahead). Returns this execution's id."""
         execution, answered, journal = f"{socket.gethostname()}-{os.getpid()}-{time.time_ns()}", 0, self.journal()
-        with terminate_as_exit():
+        with terminate_as_exit(), progress_bar(len(todo), "answers", enabled=bool(todo), unit="q") as bar:
             try:
                 if todo and first is not None:
                     first()
@@ -298,6 +299,7 @@ class RunFolder:
                     done.update({row.id: row for row in rows})
                     answered += len(rows)
                     self.journal_work(execution, answered, work())
+                    bar.update(len(rows))
             except BaseException as err:
                 # a refusal (ConfigError) is no stop: its folder cannot resume under the same config
                 if not isinstance(err, ConfigError) and (answered or did_work(work())):

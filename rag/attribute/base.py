@@ -70,14 +70,15 @@ def answer_sentences(answer: str) -> list[str]:
 
 
 def cite(strengths: Sequence[float], candidates: Sequence[Candidate], threshold: float,
-         max_citations: int = MAX_CITATIONS) -> tuple[list[str], list[float]]:
+         max_citations: int = MAX_CITATIONS, min_citations: int = 0) -> tuple[list[str], list[float]]:
     """(doc ids, their strengths) a sentence cites: candidates at or above `threshold`, strongest first (ties: the
-    better rank), each document once (at its best passage's strength), at most `max_citations`."""
+    better rank), each document once (at its best passage's strength), at most `max_citations`; the strongest
+    `min_citations` documents are cited whatever their strength (ALCE's post-hoc citation cites the best one)."""
     order = sorted(range(len(candidates)), key=lambda c: (-strengths[c], candidates[c].rank))
     docs: list[str] = []
     kept: list[float] = []
     for c in order:
-        if strengths[c] < threshold or len(docs) >= max_citations:
+        if len(docs) >= max_citations or (strengths[c] < threshold and len(docs) >= min_citations):
             break
         if candidates[c].doc_id not in docs:
             docs.append(candidates[c].doc_id)
@@ -94,10 +95,15 @@ class Attribution(ABC):
     #: whether `support` needs an engine (the pipeline hands it the run's, or `attribution.llm`)
     uses_llm: bool = False
 
-    def __init__(self, max_citations: int = MAX_CITATIONS):
+    def __init__(self, max_citations: int = MAX_CITATIONS, min_citations: int = 0):
         if max_citations < 1:
             raise ValueError(f"attribution.max_citations must be >= 1, got {max_citations}")
+        if not 0 <= min_citations <= max_citations:
+            raise ValueError(f"attribution.min_citations must be in 0..max_citations ({max_citations}), "
+                             f"got {min_citations}")
         self.max_citations = max_citations
+        #: documents every sentence cites whatever their strength (its strongest; 1: ALCE's post-hoc citation)
+        self.min_citations = min_citations
 
     @property
     def active(self) -> bool:
@@ -125,11 +131,12 @@ class Attribution(ABC):
         for record, item, verdict in zip(todo, items, self.support(items, engine)):
             sentences = []
             for text, strengths in zip(item.sentences, verdict.strength):
-                docs, kept = cite(strengths, item.candidates, self.threshold, self.max_citations)
+                docs, kept = cite(strengths, item.candidates, self.threshold, self.max_citations, self.min_citations)
                 sentences.append({"text": text, "citations": docs, "support": kept})
             record.sentences = sentences
             record.steps = {**(record.steps or {}), "attribution": {
-                "method": self.name, "threshold": self.threshold, **self.settings(),
+                "method": self.name, "threshold": self.threshold, "min_citations": self.min_citations,
+                **self.settings(),
                 "passages": [c.passage_id for c in item.candidates],
                 "strength": [[round(float(s), 4) for s in row] for row in verdict.strength], **verdict.details}}
         return len(items)

@@ -27,8 +27,8 @@ class EmbeddingAttribution(Attribution):
     name = "embedding"
 
     def __init__(self, embedder: Embedder, threshold: float = 0.5, max_citations: int = MAX_CITATIONS,
-                 passage_sentences: bool = True, threshold_source: str = ""):
-        super().__init__(max_citations)
+                 passage_sentences: bool = True, threshold_source: str = "", min_citations: int = 0):
+        super().__init__(max_citations, min_citations)
         if not -1.0 <= threshold <= 1.0:
             raise ValueError(f"attribution.threshold is a cosine similarity in [-1, 1], got {threshold}")
         self.embedder = embedder

@@ -25,8 +25,9 @@ Answer formats (one JSON object per topic and line):
   NFKC), cut at a sentence boundary from the end. Document ids are kept as given (ClimbMix's `shard_<n>_<row>`;
   `--climbmix-ids` checks them). An answer with no sentence is `"answer": [], "references": []`, which the
   organizers accept (a warning); a sentence citing nothing is kept with `"citations": []`, so an answer with no
-  citation at all has no references. Only the cited strategies (Crucible, GINGER) and answers with `[n]` markers
-  carry citations today: citations for every strategy come from an attribution step built separately.
+  citation at all has no references. The cited strategies (Crucible, GINGER) and answers with `[n]` markers carry
+  their own citations; every other strategy's come from the attribution stage (`attribution=post_cite` cites every
+  sentence, as the demo does; rag/attribute/).
 - `rag24` (TREC 2024 RAG): `{"run_id", "topic_id", "topic", "references": [doc ids, at most 20],
   "response_length", "answer": [{"text", "citations": [indices]}]}`.
 - `neuclir`: `{"request_id", "run_id", "sentences": [{"text", "citations": [doc ids]}]}`.

@@ -9,6 +9,7 @@ import re
 from functools import cache
 
 import pytest
+from hydra.errors import InstantiationException
 from hydra.utils import instantiate
 
 from rag.attribute.agreement import citation_agreement, cohen_kappa
@@ -94,6 +95,34 @@ def test_embedding_caps_at_three_and_a_higher_threshold_cites_less(hotpot_data):
     record = record_over(split_sentences(questions[0].gold_docs[0])[0], questions)
     strict.attribute([record])
     assert record.sentences[0]["citations"] == ["Alû"]
+
+
+def test_post_cite_cites_every_sentence_its_best_passage_as_alce_posthoc_does(embedding):
+    """attribution=post_cite (ALCE's PostCite): one citation per sentence, the passage of highest similarity, even for
+    a sentence no passage supports; the same strengths as attribution=embedding, which cites that sentence nothing."""
+    questions = hotpot_questions()
+    nolan = split_sentences(questions[1].gold_docs[0])[0]
+    post_cite = build_attribution(compose_config(["attribution=post_cite"]).attribution)
+    assert isinstance(post_cite, EmbeddingAttribution)
+    assert (post_cite.min_citations, post_cite.max_citations, post_cite.threshold) == (1, 1, 0.5)
+    record, plain = (record_over(f"{nolan} {UNRELATED}", questions) for _ in range(2))
+    post_cite.attribute([record])
+    embedding.attribute([plain])
+    assert record.steps["attribution"]["strength"] == plain.steps["attribution"]["strength"]
+    docs = [c.doc_id for c in prompt_candidates(record)]
+    for sentence, row in zip(record.sentences, record.steps["attribution"]["strength"]):
+        best = max(range(len(row)), key=lambda c: (row[c], -c))
+        assert sentence["citations"] == [docs[best]] and sentence["support"] == [round(row[best], 4)]
+    assert record.sentences[0]["citations"] == ["Christopher Nolan"]
+    assert record.sentences[1]["support"][0] < 0.5 and plain.sentences[1]["citations"] == []  # cited all the same
+    assert record.steps["attribution"]["min_citations"] == 1
+    # more than one: the best always, the rest at the threshold (ours); bounds are checked when built
+    wider = instantiate(compose_config(["attribution=post_cite", "attribution.max_citations=3"]).attribution)
+    record = record_over(UNRELATED, questions)
+    wider.attribute([record])
+    assert len(record.sentences[0]["citations"]) == 1
+    with pytest.raises(InstantiationException, match=r"attribution.min_citations must be in 0..max_citations \(1\), got 2"):
+        instantiate(compose_config(["attribution=post_cite", "attribution.min_citations=2"]).attribution)
 
 
 def test_cited_strategies_empty_answers_and_none_are_left_untouched(embedding):

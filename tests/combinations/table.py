@@ -75,7 +75,7 @@ COSTS: dict[tuple[str, str], float] = {
     ("attack", "poisonedrag"): 6, ("attack", "prompt_injection"): 6,  # an attacked corpus is indexed again
     ("judge", "full"): 3, ("generator", "astuterag"): 2, ("generator", "iterdrag"): 2, ("generator", "crucible"): 2,
     ("generator", "crucible_verified"): 3, ("generator", "topclust"): 2,
-    ("compress", "recomp_extractive"): 3, ("attribution", "embedding"): 3,  # MiniLM loads
+    ("compress", "recomp_extractive"): 3, ("attribution", "embedding"): 3, ("attribution", "post_cite"): 3,  # MiniLM
     ("generator", "ircot"): 2, ("generator", "search_o1"): 2, ("generator", "search_r1"): 2,
 }
 

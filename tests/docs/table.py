@@ -221,6 +221,31 @@ def _leaderboard_cells(ran) -> None:
         assert all(bool(r.get("queries")) == (name in ("GRAG", "PreQRAG")) for r in records), name
 
 
+def _check_demo_rag26(ran) -> None:
+    """The organizers' checker (`report_tool check --spec rag26`) on the demo's 2026 export finds nothing but the
+    declared document-id pattern (LiveRAG's FineWeb ids are not ClimbMix's) and, where the small model left an
+    answer empty, that smell; every sentence of every answer cites, and every reference is cited."""
+    import json
+
+    from rag.export.trec import RAG26_FILE
+    from tests.nltk_data import make_nltk_data
+    from tests.trec_checker import organizers_check, write_topics
+
+    run = ran.inputs["demo_run"]
+    rows = [json.loads(line) for line in (run / RAG26_FILE).read_text().splitlines()]
+    topics = {str(r["id"]): str(r["question"]) for r in map(json.loads, (run / "answers.jsonl").read_text().splitlines())}
+    assert [r["metadata"]["narrative_id"] for r in rows] == list(topics), ran.result.tail()
+    for row in rows:
+        cited = {c for sentence in row["answer"] for c in sentence["citations"]}
+        assert all(sentence["citations"] for sentence in row["answer"]), row
+        assert cited == set(range(len(row["references"]))), row
+    _, requests = write_topics(ran.home / "checker", topics)
+    checked = organizers_check(run / RAG26_FILE, "rag26", requests, make_nltk_data(ran.home / "nltk_data"))
+    assert checked.unexcepted(foreign_ids=True) == [], checked.output
+    empty = sum(not row["answer"] for row in rows)
+    assert checked.smells == (["rag26: empty answer given (no sentences)"] if empty else []), checked.output
+
+
 def _doctor_fails(ran, *names: str) -> None:
     """`rag.doctor` names each failing check in one FAIL line with its fix, and the last line counts them."""
     lines = ran.output.splitlines()
@@ -265,6 +290,9 @@ ROWS: dict[str, Row] = {
         checks=[cells(8, 20), files("summary.md", "summary.csv", "best.csv", where="sweep")]),
     "python -m rag.export.trec outputs/runs/<date>/<time> --run-id my-run": Run(
         fills=DEMO_RUN, marks=SLOW, checks=[files_in("demo_run", "trec_rag25.jsonl")]),
+    "python -m rag.export.trec outputs/runs/<date>/<time> --format rag26 --run-id demo-bm25-simple": Run(
+        why="the demo's answers through the organizers' checker (--spec rag26): every sentence and reference cited",
+        fills=DEMO_RUN, marks=SLOW, checks=[custom(_check_demo_rag26)]),
     "python -m rag.main -m dataset.limit=275 generator=simple,trustrag,instructrag,astuterag,iterdrag": Run(
         why=INSTANT_FULL, model="instant", checks=[cells(5, 275)], timeout=1800),
     "python -m rag.main -m dataset.limit=20 generator=simple,ginger,crucible,crucible_verified": Run(
