@@ -295,10 +295,11 @@ class RunFolder:
                     first()
                 for offset in range(0, len(todo), chunk):
                     rows = answer(list(todo[offset: offset + chunk]))
+                    answered += len(rows)
+                    # the work first: a kill between the two writes loses answers (made again), never their work
+                    self.journal_work(execution, answered, work())
                     journal.append([row.to_json() for row in rows])
                     done.update({row.id: row for row in rows})
-                    answered += len(rows)
-                    self.journal_work(execution, answered, work())
                     bar.update(len(rows))
             except BaseException as err:
                 # a refusal (ConfigError) is no stop: its folder cannot resume under the same config
