@@ -34,7 +34,7 @@ from rag.generate.base import (
 )
 from rag.generate.repeats import generation_consistency
 from rag.generate.search_loop import loop_metrics
-from rag.judge.run import evaluate_records, judge_nodes
+from rag.judge.run import evaluate_records, judge_draw, judge_nodes
 from rag.llm.base import LLMEngine, engine_metrics
 from rag.llm.factory import EngineFactory, llm_key
 from rag.metrics.base import (
@@ -289,12 +289,12 @@ class Pipeline:
                         "they are (F1 0), marked failure=empty_answer, and generated again when this folder is "
                         "resumed", metrics["empty_answers"], len(records), metrics["llm_empty_completions"],
                         self._engine.model if self._engine is not None else "the generator")
-        if int(self.cfg.generation.get("repeats") or 1) > 1 and self.generator.uses_llm:
-            metrics.update(self.repeat_generation(questions, records, run_dir))
         if self.cfg.get("judge"):
             with self.timer.stage("evaluate"):
                 # judges come from the run's engine factory: one configured with the run's `llm` reuses it
                 metrics.update(evaluate_records(self.cfg.judge, records, run_dir, self.cache_dir, self.engines))
+        if int(self.cfg.generation.get("repeats") or 1) > 1 and self.generator.uses_llm:  # after the judges: the
+            metrics.update(self.repeat_generation(questions, records, run_dir))  # draws are judged alike
         metrics.update({f"time/{k}_s": round(v, 3) for k, v in self.timer.seconds.items()})
         metrics["time/total_s"] = round(time.perf_counter() - start, 3)
         undeclared = REGISTRY.undeclared(metrics)
@@ -316,10 +316,12 @@ class Pipeline:
         def reseed(reseeded: LLMEngine | None) -> None:
             self._engine = reseeded if reseeded is not None else engine
 
+        judge = (lambda run: judge_draw(self.cfg.judge, run, run_dir, self.cache_dir, self.engines)) \
+            if self.cfg.get("judge") else None
         with self.timer.apart("repeats"):  # the draws' stage time goes to time/repeats_s alone, not the run's stages
             return generation_consistency(
                 questions, records, run_dir, self.cfg.generation, self.answer, reseed, engine,
-                lambda run: rescore_records(self.answer_metrics, run, self.dataset.qrels_level))
+                lambda run: rescore_records(self.answer_metrics, run, self.dataset.qrels_level), judge)
 
     def answer(self, questions: list[Question], empty_fallback: Generator | None = None) -> list[AnswerRecord]:
         """Rank, generate and record one batch of questions: the body of `run`'s loop, also the live day's.

@@ -15,8 +15,11 @@ Per per-answer score (F1, EM, the no-answer flag, ...) the run metrics say how s
 `/run_mean_cv` (that sd over the mean of the run means: the coefficient of variation); `consistency/answer_changed`
 is the share of questions whose answer text (SQuAD-normalised) changed in any repeat, and `consistency/repeats` N.
 The repeats' own LLM work is `consistency/llm_calls`, `.../prompt_tokens`, `.../completion_tokens`, apart from the
-run's (its cost per answer stays the cost of its answers), kept in `generation_repeats/usage.json` as they are drawn. Judges are not run on the repeats: `judge.repeats`
-measures the judges' own noise.
+run's (its cost per answer stays the cost of its answers), kept in `generation_repeats/usage.json` as they are
+drawn. A judged run judges every draw as it judged its own answers (`judge.repeats` and the report left out), so
+every judge's per-answer values get the same figures (`consistency/judge/liverag/correctness/answer_sd`,
+`consistency/nuggets/vital_strict/changed`, ...) beside the judges' own noise of `judge.repeats`
+(`noise/...`); their work is `consistency/eval/<counter>`.
 """
 
 from __future__ import annotations
@@ -40,6 +43,8 @@ log = logging.getLogger(__name__)
 
 FOLDER = "generation_repeats"
 USAGE = ("llm_calls", "prompt_tokens", "completion_tokens")
+#: the judges' work on the draws, summed over them (`consistency/eval/<counter>`)
+JUDGE_USAGE = ("llm_calls", "llm_cache_hits", "prompt_tokens", "completion_tokens")
 
 
 def draws_dir(run_dir: Path, temperature: float | None) -> Path:
@@ -99,9 +104,10 @@ def consistency_metrics(runs: Sequence[Sequence[AnswerRecord]]) -> dict[str, Any
     out: dict[str, Any] = {"consistency/repeats": len(runs)}
     if len(runs) < 2:
         return out
-    keys = sorted({k for run in runs for r in run for k, v in r.scores.items() if isinstance(v, (int, float))})
+    values = [[answer_values(r) for r in run] for run in runs]
+    keys = sorted({k for run in values for v in run for k in v})
     for key in keys:
-        matrix = np.array([[float(r.scores.get(key, math.nan)) for r in run] for run in runs], dtype=float)
+        matrix = np.array([[float(v.get(key, math.nan)) for v in run] for run in values], dtype=float)
         spread, changed = answer_spread(matrix)
         complete = matrix[:, ~np.isnan(matrix).any(axis=0)]
         means = complete.mean(axis=1) if complete.size else np.array([])
@@ -117,6 +123,13 @@ def consistency_metrics(runs: Sequence[Sequence[AnswerRecord]]) -> dict[str, Any
     return out
 
 
+def answer_values(record: AnswerRecord) -> dict[str, float]:
+    """One answer's per-answer figures: its scores by name (`f1`, `no_answer`) and, where judged, every judge's
+    values by evaluation name (`judge/liverag/correctness`, `nuggets/vital_strict`; `AnswerRecord.judge_values`)."""
+    scores = {k: float(v) for k, v in record.scores.items() if isinstance(v, (int, float)) and not isinstance(v, bool)}
+    return {**scores, **record.judge_values()}
+
+
 def usage_metrics(run_dir: Path, temperature: float | None) -> dict[str, Any]:
     """The repeats' own LLM work, apart from the run's: `consistency/llm_calls`, ..."""
     return {f"consistency/{k}": v for k, v in repeats_usage(draws_dir(run_dir, temperature)).items() if k in USAGE}
@@ -125,12 +138,21 @@ def usage_metrics(run_dir: Path, temperature: float | None) -> dict[str, Any]:
 def generation_consistency(questions: Sequence[Question], records: list[AnswerRecord], run_dir: Path,
                            generation: Any, answer: Callable[[list[Question]], list[AnswerRecord]],
                            reseed: Callable[[ReseededEngine | None], None], engine: Any,
-                           rescore: Callable[[list[AnswerRecord]], None]) -> dict[str, Any]:
-    """`generation.repeats`: the extra draws (`draw_repeats`), each scored again by the record metrics (`rescore`),
-    and the `consistency/...` figures over them and the run's own `records`, with the draws' LLM work."""
+                           rescore: Callable[[list[AnswerRecord]], None],
+                           judge: Callable[[list[AnswerRecord]], dict[str, Any]] | None = None) -> dict[str, Any]:
+    """`generation.repeats`: the extra draws (`draw_repeats`), each scored again by the record metrics (`rescore`)
+    and, with `judge` (the run's judges, as `rag.judge.run.evaluate_records` runs them), judged like the run's own
+    answers; the `consistency/...` figures over them and the run's own `records`, with the draws' LLM work (the
+    judges' as `consistency/eval/<counter>`). The draws' judgments are not stored: a rerun asks the judges again,
+    through the response cache."""
     temperature = None if generation.get("repeat_temperature") is None else float(generation.repeat_temperature)
     drawn = draw_repeats(questions, run_dir, int(generation.repeats), max(1, int(generation.chunk_size)), answer,
                          reseed, engine, temperature)
+    judged: dict[str, Any] = {}
     for run in drawn:
         rescore(run)
-    return {**consistency_metrics([records, *drawn]), **usage_metrics(run_dir, temperature)}
+        if judge is not None:
+            for key, value in judge(run).items():
+                if key.startswith("eval/") and key.removeprefix("eval/") in JUDGE_USAGE:
+                    judged[f"consistency/{key}"] = judged.get(f"consistency/{key}", 0) + value
+    return {**consistency_metrics([records, *drawn]), **usage_metrics(run_dir, temperature), **judged}

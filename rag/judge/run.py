@@ -154,6 +154,16 @@ def evaluate_records(judge_cfg: Any, records: Sequence[AnswerRecord], run_dir: s
     return metrics
 
 
+def judge_draw(judge_cfg: Any, records: Sequence[AnswerRecord], run_dir: str | Path, cache_dir: str | Path,
+                engines: EngineFactory) -> dict[str, Any]:
+    """The run's judges on another draw of its answers (`generation.repeats`): as `evaluate_records`, without
+    `judge.repeats` and without writing eval_report.md (the run's own answers' report)."""
+    from omegaconf import OmegaConf
+
+    return evaluate_records(OmegaConf.merge(judge_cfg, {"repeats": 1, "report": False}), records, run_dir, cache_dir,
+                            engines)
+
+
 def repeat_settings(settings: Mapping[str, Any]) -> tuple[int, float | None]:
     """`judge.repeats` (1: no repeats) and `judge.repeat_temperature` (None: each judge's own), checked."""
     repeats, temperature = settings.get("repeats", 1), settings.get("repeat_temperature")

@@ -294,6 +294,8 @@ BUILTIN: tuple[MetricSpec, ...] = (
        UNIT, None),
     _s("consistency/{usage}", "counter", "LLM work of the repeated answers, apart from the run's own", NONNEG,
        False, usage="llm_calls|prompt_tokens|completion_tokens"),
+    _s("consistency/eval/{usage}", "counter", "the judges' LLM work on the repeated answers, apart from the run's "
+       "own judging", NONNEG, False, usage="llm_calls|llm_cache_hits|prompt_tokens|completion_tokens"),
     _s("consistency/{score}/run_mean_cv", "rate", "coefficient of variation of the run mean over the repeats",
        (None, None), None, score=r".+"),
     _s("consistency/{score}/{stat}", "rate", "spread of a per-answer score over repeated answers: mean per-question "

@@ -68,3 +68,39 @@ def test_repeats_reseed_every_request_count_apart_and_resume(hotpot_data, tmp_pa
                 (run_dir / FOLDER / "temperature=0.8" / f"r{r}.jsonl").read_text().splitlines()]
         assert [row["id"] for row in rows] == [json.loads(line)["id"] for line in
                                                (run_dir / "answers.jsonl").read_text().splitlines()]
+
+
+def test_judge_values_get_the_same_figures_as_scores():
+    """A judged draw's per-answer judge values (`AnswerRecord.judge_values`) are figures like the scores."""
+    correctness = [[2, 1, -1], [2, 0, -1]]
+    runs = [[AnswerRecord(id=f"q{i}", answer="a", scores={"f1": 0.5},
+                          judges={"liverag": {"correctness": c, "faithfulness": 1, "attempts": 1}})
+             for i, c in enumerate(run)] for run in correctness]
+    out = consistency_metrics(runs)
+    assert out["consistency/judge/liverag/correctness/changed"] == pytest.approx(1 / 3)
+    assert out["consistency/judge/liverag/correctness/answer_sd"] == pytest.approx(statistics.stdev([1, 0]) / 3, abs=1e-6)
+    assert out["consistency/judge/liverag/faithfulness/changed"] == 0.0 and out["consistency/f1/changed"] == 0.0
+    assert not any("attempts" in k for k in out)  # bookkeeping is no evaluation
+
+
+def test_a_judged_run_judges_every_draw_and_counts_that_work_apart(hotpot_data, tmp_path):
+    n, repeats = 2, 2
+    run_dir = tmp_path / "run"
+    with InstantEndpoint() as endpoint:
+        args = ["dataset=hotpotqa", f"dataset.limit={n}", "retriever.k=5", "rerank.k=2", "generator=simple",
+                f"generation.repeats={repeats}", "generation.repeat_temperature=0.8", "judge=[liverag]",
+                "llm=openai_compatible", f"llm.base_url={endpoint.url}", f"llm.model={endpoint.model}",
+                "logger=none", f"hydra.run.dir={run_dir}"]
+        proc = rag_main(args, rag_env(tmp_path), timeout=600)
+        assert proc.returncode == 0, proc.stderr[-3000:]
+        sent = len(endpoint.requests)
+    metrics = json.loads((run_dir / "metrics.json").read_text())
+    assert {"consistency/judge/liverag/correctness/answer_sd", "consistency/judge/liverag/faithfulness/changed",
+            "consistency/f1/answer_sd"} <= set(metrics)
+    # every request is the run's answers, its draws, the judging of its answers, or the judging of its draws
+    # (the instant endpoint answers a draw as it answered the run, so its judging may come from the response cache)
+    judged_draws = metrics["consistency/eval/llm_calls"]
+    assert judged_draws + metrics["consistency/eval/llm_cache_hits"] == metrics["eval/llm_calls"] * (repeats - 1) > 0
+    assert sent == metrics["llm_calls"] + metrics["consistency/llm_calls"] + metrics["eval/llm_calls"] + judged_draws
+    assert all("liverag" in json.loads(line)["judges"] for line in (run_dir / "answers.jsonl").read_text().splitlines())
+    assert "Judge noise" not in (run_dir / "eval_report.md").read_text()
