@@ -13,12 +13,12 @@ from typing import Any
 
 from rag.core.io import read_jsonl
 from rag.metrics.registry import REGISTRY, MetricSpec
+from rag.report.data import BATTLE_RATINGS, BATTLES_DIR
 
-#: where the battle files go, inside the sweep folder
-BATTLES_DIR = "battles"
+#: where the battle files go, inside the sweep folder (the report reads ratings.json: rag.report.data)
 BATTLES_FILE = "battles.jsonl"
 RATINGS_CSV = "ratings.csv"
-RATINGS_JSON = "ratings.json"
+RATINGS_JSON = BATTLE_RATINGS
 #: a verdict names a position (the answer shown first is A), never a cell
 VERDICTS = ("A", "B", "tie")
 TIE = "tie"

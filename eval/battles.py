@@ -590,7 +590,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--bootstrap", type=int, default=None, help="resamples over topics for the intervals")
     parser.add_argument("--tie-model", choices=TIE_MODELS, default=None, help="Bradley-Terry's tie model")
     parser.add_argument("--no-summary", action="store_true", help="do not write the sweep summary again")
-    args = parser.parse_args(argv)
+    args = parser.parse_intermixed_args(argv)  # overrides before or after the flags
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
     from omegaconf import OmegaConf
 

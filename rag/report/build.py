@@ -21,6 +21,7 @@ from typing import Any
 from rag.core.io import atomic_write_json, atomic_write_text, shared_mode
 from rag.report import agreement as agreement_mod
 from rag.report import attack as attack_mod
+from rag.report import battles as battles_mod
 from rag.report import comparison as comparison_mod
 from rag.report import cost as cost_mod
 from rag.report import latency as latency_mod
@@ -40,7 +41,8 @@ FIGURES = {"table1": "Table 1: correctness and faithfulness shares per strategy"
            "agreement": "Agreement between evaluations",
            "strategy_cost": "Strategy cost per question",
            "attack": "Attack success rate and accuracy against planted passages",
-           "leaderboard": "Leaderboard: the named systems measured here, their published scores beside"}
+           "leaderboard": "Leaderboard: the named systems measured here, their published scores beside",
+           "battles": "Battles: ratings with intervals (TREC RAG 2026's system-by-system comparison)"}
 
 
 @dataclass
@@ -196,6 +198,10 @@ def build_report(sweep_dir: str | Path, out_dir: str | Path | None = None, laten
     # the leaderboard: named systems (`system:` in their experiment files) beside their published scores
     part("leaderboard", leaderboard_mod.leaderboard_rows(sweep), flat,
          "no finished run names a system (experiment=liverag_grag, ragtifier, ...)", leaderboard_mod.to_markdown)
+    # battles: an LLM judge's side-by-side preferences between cells (eval.battles), rated
+    part("battles", battles_mod.battle_board(sweep), lambda board: flat(board.ratings),
+         "no battles in the sweep folder (python -m eval.battles SWEEP, or hydra.callbacks.sweep_summary.battles=true)",
+         battles_mod.to_markdown, battles_mod.plot)
 
     for name in report.skipped:  # a part that cannot be drawn now leaves no figure or table of an earlier build
         files = [out / f"{name}.{ext}" for ext in {*formats, "png", "pdf", "svg", "csv"}]
@@ -254,6 +260,8 @@ def to_markdown(report: Report) -> str:
                 for what, why in (header.get("skipped") or {}).items():
                     lines.append(f"- not measured: {what}: {why}")
             lines.append("")
+        elif name == "battles" and meta.get("battles_md"):
+            lines += [meta["battles_md"]]
         elif name == "attack" and meta.get("attack_md"):
             lines += [meta["attack_md"]]
         elif name == "leaderboard" and meta.get("leaderboard_md"):

@@ -27,6 +27,9 @@ from rag.records import AnswerRecord
 log = logging.getLogger(__name__)
 
 AGREEMENT_FILE = "agreement.csv"
+#: what `python -m eval.battles` writes into the sweep folder (eval/battle_files.py reads and writes through these)
+BATTLES_DIR = "battles"
+BATTLE_RATINGS = "ratings.json"
 #: the sweep summary's paired tests between cells (eval/significance.py): the tied-with-best marks
 SIGNIFICANCE_FILE = "significance.json"
 #: benchmark output files the report picks up from the sweep folder (see benchmarks/latency_at_k.py)
@@ -222,6 +225,17 @@ class SweepData:
         return []
 
     @cached_property
+    def battles(self) -> dict[str, Any]:
+        """The sweep's battle ratings (`eval.battles`: SWEEP/battles/ratings.json), or {} without battles."""
+        path = self.dir / BATTLES_DIR / BATTLE_RATINGS
+        if not path.is_file():
+            return {}
+        data = read_json_file(path)
+        if not isinstance(data, Mapping) or not isinstance(data.get("cells"), list):
+            raise DataError(f"{path}: not a battle ratings file (no 'cells'); rewrite it with python -m eval.battles")
+        return dict(data)
+
+    @cached_property
     def significance(self) -> dict[str, Any]:
         """The sweep summary's significance.json (settings, `marks` per column, `mdd`), or {} before a summary."""
         path = self.dir / SIGNIFICANCE_FILE
@@ -262,7 +276,8 @@ class SweepData:
     def input_files(self) -> list[Path]:
         """Everything the report is computed from (for deciding whether a written report is up to date)."""
         files = [p for r in self.runs for p in (r.folder.answers_path, r.folder.metrics_path) if p.is_file()]
-        files += [p for p in (self.dir / AGREEMENT_FILE, self.dir / SIGNIFICANCE_FILE) if p.is_file()]
+        files += [p for p in (self.dir / AGREEMENT_FILE, self.dir / SIGNIFICANCE_FILE,
+                              self.dir / BATTLES_DIR / BATTLE_RATINGS) if p.is_file()]
         return files + [p for p in self.dir.glob(LATENCY_GLOB)]
 
 

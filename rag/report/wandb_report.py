@@ -2,8 +2,8 @@
 
 Logs, under `report/`, every figure of `SWEEP_DIR/report/` as a `wandb.Image`, the Fig. 4 recall curves and the
 Fig. 5 runtime curves as native W&B line plots (`wandb.plot.line` over a `wandb.Table`, one chart per panel),
-and Table 1 and the strategy cost as W&B tables, so a workspace filtered to the sweep's group shows the report
-without a notebook. The report is built if it is missing or older than the sweep's files.
+and Table 1, the strategy cost and the battle ratings as W&B tables, so a workspace filtered to the sweep's group
+shows the report without a notebook. The report is built if it is missing or older than the sweep's files.
 """
 
 from __future__ import annotations
@@ -40,6 +40,8 @@ def report_payload(sweep_dir: str | Path) -> dict[str, Any]:
         payload["report/strategy_comparison_table"] = _table(report.tables["strategy_comparison"])
     if report.tables.get("strategy_cost"):
         payload["report/strategy_cost_table"] = _table(report.tables["strategy_cost"])
+    if report.tables.get("battles"):  # eval.battles' ratings (the figure is logged with the others above)
+        payload["report/battles_table"] = _table(report.tables["battles"])
     if report.tables.get("retrieval_measures"):  # trec_eval measures beside Fig. 4
         payload["report/retrieval_measures_table"] = _table(report.tables["retrieval_measures"])
     points = report.tables.get("recall_at_k") or []

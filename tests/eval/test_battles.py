@@ -410,6 +410,52 @@ def test_command_line_with_instant_endpoint(tmp_path, capsys):
     assert "judgments" in capsys.readouterr().out
 
 
+def test_a_sweep_that_battles_at_its_end_has_the_ranking_in_its_summary_report_and_wandb_table(tmp_path, monkeypatch):
+    """`hydra.callbacks.sweep_summary.battles=true`: when the multirun ends, `python -m eval.battles SWEEP
+    --no-summary` runs (a child process) before the summary, so summary.md, the agreement table and the report (a
+    ratings figure, a table equal to ratings.csv, report.md's section) have the battle ranking, and the W&B payload
+    its table. The judge: the instant endpoint (always "A"), the cells' own llm."""
+    from omegaconf import OmegaConf
+
+    from eval.sweep_callback import SweepSummaryCallback
+    from rag.report.build import load_report
+    from rag.report.wandb_report import report_payload
+
+    with InstantEndpoint() as endpoint:
+        llm = {"_target_": "rag.llm.openai_compat.OpenAICompatibleEngine", "model": "instant",
+               "base_url": endpoint.url, "api_key_env": None, "max_retries": 0}
+        sweep = make_sweep(tmp_path, llm)
+        callback = SweepSummaryCallback(wandb=False, bootstrap=10, battles=True,
+                                        battles_overrides=["battle.bootstrap=40"])
+        callback.on_multirun_end(OmegaConf.create({"hydra": {"sweep": {"dir": str(sweep)}}}))
+        assert len([r for r in endpoint.requests if r["path"].endswith("/chat/completions")]) == 18
+    data = json.loads((sweep / "battles" / "ratings.json").read_text())
+    assert data["ratings"]["bootstrap"] == 40 and data["rates"]["position_bias_rate"] == 1.0
+    assert "Battles (18 judgments" in (sweep / "summary.md").read_text()
+    with open(sweep / "agreement.csv") as handle:
+        assert any(r["eval_a"] == SCORE for r in csv.DictReader(handle))
+    report = load_report(sweep)
+    with open(sweep / "battles" / "ratings.csv") as handle:
+        written = list(csv.DictReader(handle))
+    assert [r["cell"] for r in report.tables["battles"]] == [r["cell"] for r in written]
+    for mine, theirs in zip(report.tables["battles"], written):
+        assert mine["rating"] == pytest.approx(float(theirs["rating"]))
+        assert mine["rating_lo"] == pytest.approx(float(theirs["rating_lo"]))
+        assert (mine["wins"], mine["ties"], mine["losses"]) == (int(theirs["wins"]), int(theirs["ties"]),
+                                                                 int(theirs["losses"]))
+    assert (report.dir / "battles.png").is_file() and "battles" not in report.skipped
+    md = (report.dir / "report.md").read_text()
+    assert "## Battles: ratings with intervals" in md and "position-bias rate 100.0%" in md
+    assert "report/battles_table" in report_payload(sweep) and "report/battles" in report_payload(sweep)
+
+
+def test_a_report_without_battles_says_how_to_get_them(tmp_path):
+    from rag.report.build import build_report
+
+    report = build_report(make_sweep(tmp_path), formats=("png",), n_boot=10)
+    assert report.skipped["battles"].startswith("no battles in the sweep folder (python -m eval.battles SWEEP")
+
+
 def test_command_line_errors_are_one_line(tmp_path, capsys):
     assert main([str(tmp_path / "nowhere"), "llm=openai_compatible"]) == 2
     err = capsys.readouterr().err.strip()
