@@ -37,7 +37,7 @@ from rag.core.io import JsonlJournal, atomic_write_json
 from rag.llm.reseed import REPEAT_SEED_STRIDE, ReseededEngine
 from rag.metrics.qa import normalize_answer
 from rag.metrics.stats import answer_spread
-from rag.records import AnswerRecord, Question
+from rag.records import AnswerRecord, Question, is_number
 
 log = logging.getLogger(__name__)
 
@@ -126,7 +126,7 @@ def consistency_metrics(runs: Sequence[Sequence[AnswerRecord]]) -> dict[str, Any
 def answer_values(record: AnswerRecord) -> dict[str, float]:
     """One answer's per-answer figures: its scores by name (`f1`, `no_answer`) and, where judged, every judge's
     values by evaluation name (`judge/liverag/correctness`, `nuggets/vital_strict`; `AnswerRecord.judge_values`)."""
-    scores = {k: float(v) for k, v in record.scores.items() if isinstance(v, (int, float)) and not isinstance(v, bool)}
+    scores = {k: float(v) for k, v in record.scores.items() if is_number(v)}
     return {**scores, **record.judge_values()}
 
 

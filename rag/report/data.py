@@ -22,7 +22,7 @@ from rag.core.errors import DataError
 from rag.folders import RunFolder, read_json_file
 from rag.judge.nugget_sets import POOL_HINT, NuggetSetComparison, NuggetSetGate, cell_sets
 from rag.metrics.marks import mark_of
-from rag.records import AnswerRecord
+from rag.records import AnswerRecord, is_number
 
 log = logging.getLogger(__name__)
 
@@ -38,10 +38,6 @@ LATENCY_GLOB = "latency_at_k*.json"
 #: RAGtifier Table 1: the judge fields reported as shares of each value (LiveRAG prompt, Fig. 2), best first
 TABLE1_FIELDS: dict[str, tuple[int, ...]] = {"correctness": (2, 1, 0, -1), "faithfulness": (1, 0, -1)}
 HOPS = ("single", "multi")
-
-
-def is_number(value: Any) -> bool:
-    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
 
 
 # -- answer records (answers.jsonl) ---------------------------------------------------------------------------
