@@ -380,6 +380,11 @@ def run_sweep(store: Store, name: str, cells: list[d.Cell], launcher: str | None
     text = f"python -m rag.main -m +combo={','.join(names)} hydra.searchpath={paths}"
     if launcher:
         text += f" hydra/launcher={launcher}"
+    if launcher == "local":  # the sweep-end options: its cells battle before the summary, judged by the endpoint
+        judge = ["llm=openai_compatible", f"llm.base_url={store.endpoint.url}",
+                 f"llm.model={store.endpoint.model}", f"battle.bootstrap={BATTLE_BOOTSTRAP}"]
+        text += " hydra.callbacks.sweep_summary.battles=true " + shlex.quote(
+            "hydra.callbacks.sweep_summary.battles_overrides=[" + ",".join(f'"{o}"' for o in judge) + "]")
     else:  # a summary of unrelated cells is no comparison anyone makes; the launcher sweeps keep theirs
         text += " hydra.callbacks.sweep_summary.enabled=false"
     result, home = _run(store, name, text, timeout=SWEEP_SECONDS)
@@ -393,6 +398,24 @@ def sweep_cell(sweep: Path | None, number: int, result: runner.Result) -> Path:
     assert len(folders) == 1 and (folders[0] / "metrics.json").is_file(), \
         f"cell {number} did not complete\n{result.tail()}"
     return folders[0]
+
+
+#: the local sweep's battles: 16 cells, every pair on every topic in both orders; the intervals' resamples kept few
+BATTLE_BOOTSTRAP = 50
+
+
+@pytest.mark.timeout(SWEEP_SECONDS + 300)
+def test_the_local_sweep_battles_at_its_end(launcher_sweeps):
+    """`hydra.callbacks.sweep_summary.battles=true` with the local launcher's cells: every complete cell is rated,
+    and the summary and the report have the ranking."""
+    result, sweep = launcher_sweeps["local"]
+    assert sweep is not None, result.tail()
+    data = json.loads((sweep / "battles" / "ratings.json").read_text())
+    complete = {p.parent.name for p in sweep.glob("*/metrics.json")}
+    assert {c["cell"] for c in data["cells"]} == complete, result.tail()
+    assert data["ratings"]["bootstrap"] == BATTLE_BOOTSTRAP and data["rates"]["n_judgments"] > 0
+    assert "Battles (" in (sweep / "summary.md").read_text()
+    assert (sweep / "report" / "battles.png").is_file(), result.tail()
 
 
 LAUNCHER_CELLS = [(launcher, i) for launcher, cells in DESIGN.by_launcher.items() for i in range(len(cells))]
