@@ -258,6 +258,11 @@ def _check_model_line(ran) -> None:
     assert "claude-haiku-4-5-20251001" in ran.output and "served" in ran.output, ran.result.tail()
 
 
+#: docs/reliability.md's chaos sweep (tests/cluster/test_chaos.py runs it)
+CHAOS_COMMAND = ("python -m jobs.chaos outputs/chaos --share 0.25 --resubmit -- python -m rag.main -m "
+                 "hydra/launcher=slurm llm=falcon3_10b dataset=hotpotqa dataset.limit=8 generation.chunk_size=1 "
+                 "rerank.k=2,3,4,5 ordering=inverted,as_ranked")
+
 ROWS: dict[str, Row] = {
     # == README.md ===================================================================================================
     "make demo": Run(
@@ -559,6 +564,11 @@ ROWS.update({
     "hydra.launcher.gpus_per_node=null hydra.launcher.cpus_per_task=1": Run(
         venv="vllm", marks=SLURM, timeout=900, checks=[prints("cells use llm=served"), _stops("smollm2")]),
     # == docs/reliability.md ============================================================================================
+    CHAOS_COMMAND: Ci(why="tests/cluster/test_chaos.py runs it as written (this table's swaps: SLURM's local cluster "
+                         "block, the instant endpoint for Falcon3-10B) on CI's SLURM, in the session of the other "
+                         "SLURM tests, beside an undisturbed run of the same sweep it is compared with"),
+    "python -m jobs.chaos": Help(why=HELP),
+    "python -m jobs.resubmit": Help(why=HELP),
     "python -m rag.llm.check_model llm=<name>": Run(why=HOSTED, fills={"<name>": "claude_haiku"},
                                                     checks=[_check_model_line]),
     "python -m rag.live ... hydra.run.dir=X": Run(
