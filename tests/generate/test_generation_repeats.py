@@ -18,6 +18,14 @@ def _runs(table: list[list[tuple[str, float]]]) -> list[list[AnswerRecord]]:
     return [[AnswerRecord(id=f"q{i}", answer=a, scores={"f1": f}) for i, (a, f) in enumerate(run)] for run in table]
 
 
+def _args(endpoint: InstantEndpoint, n: int, repeats: int, run_dir, *extra: str) -> list[str]:
+    """A run of `n` HotpotQA questions drawn `repeats` times at temperature 0.8, the endpoint answering."""
+    return ["dataset=hotpotqa", f"dataset.limit={n}", "retriever.k=5", "rerank.k=2", "generator=simple",
+            f"generation.repeats={repeats}", "generation.repeat_temperature=0.8", "llm=openai_compatible",
+            f"llm.base_url={endpoint.url}", f"llm.model={endpoint.model}", "logger=none", f"hydra.run.dir={run_dir}",
+            *extra]
+
+
 def test_consistency_figures_by_hand():
     runs = _runs([[("Paris", 1.0), ("1921", 0.0), ("blue", 0.5)],
                   [("paris.", 1.0), ("1922", 0.0), ("red", 0.0)],
@@ -39,10 +47,7 @@ def test_repeats_reseed_every_request_count_apart_and_resume(hotpot_data, tmp_pa
     n, repeats = 2, 3
     run_dir = tmp_path / "run"
     with InstantEndpoint() as endpoint:
-        args = ["dataset=hotpotqa", f"dataset.limit={n}", "retriever.k=5", "rerank.k=2", "generator=simple",
-                f"generation.repeats={repeats}", "generation.repeat_temperature=0.8", "metrics=[f1,no_answer]",
-                "llm=openai_compatible", f"llm.base_url={endpoint.url}", f"llm.model={endpoint.model}",
-                "cache.llm_responses=false", "logger=none", f"hydra.run.dir={run_dir}"]
+        args = _args(endpoint, n, repeats, run_dir, "metrics=[f1,no_answer]", "cache.llm_responses=false")
         env = rag_env(tmp_path)
         proc = rag_main(args, env, timeout=600)
         assert proc.returncode == 0, proc.stderr[-3000:]
@@ -87,10 +92,7 @@ def test_a_judged_run_judges_every_draw_and_counts_that_work_apart(hotpot_data, 
     n, repeats = 2, 2
     run_dir = tmp_path / "run"
     with InstantEndpoint() as endpoint:
-        args = ["dataset=hotpotqa", f"dataset.limit={n}", "retriever.k=5", "rerank.k=2", "generator=simple",
-                f"generation.repeats={repeats}", "generation.repeat_temperature=0.8", "judge=[liverag]",
-                "llm=openai_compatible", f"llm.base_url={endpoint.url}", f"llm.model={endpoint.model}",
-                "logger=none", f"hydra.run.dir={run_dir}"]
+        args = _args(endpoint, n, repeats, run_dir, "judge=[liverag]")
         proc = rag_main(args, rag_env(tmp_path), timeout=600)
         assert proc.returncode == 0, proc.stderr[-3000:]
         sent = len(endpoint.requests)
