@@ -17,6 +17,15 @@ def first_words(text: str | None, n: int | None) -> str:
     return " ".join(words if n is None else words[:n])
 
 
+def cut_words(text: str, max_words: int | None) -> str:
+    """`text` stripped, cut to at most `max_words` whitespace tokens (an answer: LiveRAG allowed 200 tokens; a
+    passage or query in a prompt); None or 0: no cut."""
+    if not max_words:
+        return text.strip()
+    words = text.split()
+    return text.strip() if len(words) <= max_words else " ".join(words[:max_words])
+
+
 def split_sentences(text: str) -> list[str]:
     """An answer's sentences, stripped, empty ones left out."""
     return [s.strip() for s in _SENTENCE_END.split(text.strip()) if s.strip()]

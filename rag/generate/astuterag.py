@@ -18,7 +18,8 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from rag.generate.base import GenerationContext, GenerationInput, cut_words, passage_views
+from rag.core.text import cut_words
+from rag.generate.base import GenerationContext, GenerationInput, passage_views
 from rag.generate.multistep import MultiStepGenerator, output_record
 from rag.generate.parsing import ParsedAnswer, clean_output, extract_answer, says_unknown
 from rag.records import GenerationResult

@@ -48,14 +48,6 @@ def passage_views(passages: list[ScoredPassage]) -> list[dict[str, Any]]:
              "passage_id": p.passage.passage_id, "rank": p.rank} for i, p in enumerate(passages)]
 
 
-def cut_words(text: str, max_words: int | None) -> str:
-    """Cut an answer to at most `max_words` whitespace tokens (LiveRAG allowed 200 tokens)."""
-    if not max_words:
-        return text.strip()
-    words = text.split()
-    return text.strip() if len(words) <= max_words else " ".join(words[:max_words])
-
-
 def cap_context_words(passages: list[ScoredPassage], max_words: int | None) -> list[ScoredPassage]:
     """The best-ranked passages up to `max_words` words in all (GRAG capped its context at 10,000 words): passages
     are taken in rank order, the one that crosses the cap is cut to the words left, the rest are dropped."""

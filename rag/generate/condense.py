@@ -19,7 +19,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from rag.generate.base import cut_words
+from rag.core.text import cut_words
 from rag.generate.parsing import clean_output
 from rag.llm.base import LLMEngine, LLMRequest, SamplingParams
 from rag.prompts import PromptTemplate, load_prompt

@@ -33,7 +33,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from rag.generate.base import GenerationContext, GenerationInput, cut_words
+from rag.core.text import cut_words
+from rag.generate.base import GenerationContext, GenerationInput
 from rag.generate.multistep import MultiStepGenerator
 from rag.generate.nugget_bank import SAME_SCHEMA, Nugget, NuggetBank, parse_qa_nuggets
 from rag.generate.nugget_rank import NuggetRanker

@@ -27,7 +27,8 @@ from typing import Any
 
 import numpy as np
 
-from rag.generate.base import GenerationContext, GenerationInput, cut_words
+from rag.core.text import cut_words
+from rag.generate.base import GenerationContext, GenerationInput
 from rag.generate.multistep import MultiStepGenerator
 from rag.generate.parsing import clean_output, first_line
 from rag.llm.base import LLMRequest

@@ -20,7 +20,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from rag.generate.base import GenerationContext, GenerationInput, cut_words, passage_views
+from rag.core.text import cut_words
+from rag.generate.base import GenerationContext, GenerationInput, passage_views
 from rag.generate.condense import Condenser
 from rag.generate.multistep import MultiStepGenerator, output_record
 from rag.generate.parsing import clean_output

@@ -23,9 +23,9 @@ from typing import Any
 
 from rag.core.errors import ConfigError
 from rag.core.hashing import stable_hash
-from rag.core.text import first_words
+from rag.core.text import cut_words, first_words
 from rag.data.questions import DeclaredSplit, QuestionLoader, shared_questions
-from rag.generate.base import GenerationContext, GenerationInput, cut_words, passage_views
+from rag.generate.base import GenerationContext, GenerationInput, passage_views
 from rag.generate.multistep import MultiStepGenerator, output_record
 from rag.generate.parsing import before_marker, clean_output, extract_answer
 from rag.llm.base import LLMRequest

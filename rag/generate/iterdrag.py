@@ -20,7 +20,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from rag.generate.base import GenerationContext, GenerationInput, cut_words, passage_views
+from rag.core.text import cut_words
+from rag.generate.base import GenerationContext, GenerationInput, passage_views
 from rag.generate.multistep import MultiStepGenerator, norm_query, output_record
 from rag.generate.parsing import ParsedAnswer, before_marker, clean_output, find_marker, first_line
 from rag.llm.base import LLMRequest

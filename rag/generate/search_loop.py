@@ -27,7 +27,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from rag.generate.base import GenerationContext, GenerationInput, cut_words
+from rag.core.text import cut_words
+from rag.generate.base import GenerationContext, GenerationInput
 from rag.generate.multistep import MultiStepGenerator, norm_query, output_record
 from rag.generate.parsing import ParsedAnswer
 from rag.llm.base import Completion, LLMRequest

@@ -2,14 +2,8 @@
 
 from __future__ import annotations
 
-from rag.generate.base import (
-    GenerationContext,
-    GenerationInput,
-    GenerationResult,
-    Generator,
-    cut_words,
-    passage_views,
-)
+from rag.core.text import cut_words
+from rag.generate.base import GenerationContext, GenerationInput, GenerationResult, Generator, passage_views
 
 
 class SimpleGenerator(Generator):

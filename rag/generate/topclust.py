@@ -43,7 +43,8 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from rag.generate.base import GenerationContext, GenerationInput, cut_words, passage_views
+from rag.core.text import cut_words
+from rag.generate.base import GenerationContext, GenerationInput, passage_views
 from rag.generate.multistep import MultiStepGenerator, output_record
 from rag.generate.parsing import clean_output, says_unknown
 from rag.records import GenerationResult, ScoredPassage

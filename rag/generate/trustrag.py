@@ -16,7 +16,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from rag.generate.base import GenerationContext, GenerationInput, cut_words, passage_views
+from rag.core.text import cut_words
+from rag.generate.base import GenerationContext, GenerationInput, passage_views
 from rag.generate.defense import FILTERS, FilterDecision, defend_lists
 from rag.generate.multistep import MultiStepGenerator, output_record
 from rag.generate.parsing import ParsedAnswer, clean_output, first_paragraph, says_unknown

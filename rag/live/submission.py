@@ -15,7 +15,7 @@ from typing import Any
 
 from rag.core.errors import DataError
 from rag.core.io import atomic_write_jsonl
-from rag.generate.base import cut_words
+from rag.core.text import cut_words
 
 FIELDS = ("id", "question", "passages", "final_prompt", "answer")
 

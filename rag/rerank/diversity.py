@@ -32,6 +32,7 @@ import re
 from typing import Any
 
 from rag.core.hashing import slug
+from rag.core.text import cut_words
 from rag.llm.base import LLMEngine, LLMRequest, SamplingParams
 from rag.records import ScoredPassage, with_ranks
 from rag.rerank.base import PromptedReranker
@@ -128,7 +129,7 @@ class DiversityReranker(PromptedReranker):
         params = SamplingParams(temperature=self.temperature, max_tokens=self.max_tokens)
         pairs = [(qi, i) for qi, cands in enumerate(candidates) for i in range(min(self.pool, len(cands)))]
         requests = [LLMRequest(messages=template.messages(question=queries[qi],
-                                                          passage=_cut(candidates[qi][i].passage.text,
+                                                          passage=cut_words(candidates[qi][i].passage.text,
                                                                        self.passage_words)),
                                params=params, stop_plain=template.stop_plain) for qi, i in pairs]
         completions = self.engine.generate(requests, desc="knowledge elements") if requests else []
@@ -169,10 +170,3 @@ class DiversityReranker(PromptedReranker):
 
     def close(self) -> None:
         """Nothing to release: the engine belongs to the run's engine factory (often the generator's own)."""
-
-
-def _cut(text: str, max_words: int | None) -> str:
-    if not max_words:
-        return text
-    words = text.split()
-    return text if len(words) <= max_words else " ".join(words[:max_words])

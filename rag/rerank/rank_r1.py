@@ -28,6 +28,7 @@ from collections.abc import Generator
 from typing import Any
 
 from rag.core.hashing import slug
+from rag.core.text import cut_words
 from rag.llm.base import LLMEngine, LLMRequest, SamplingParams
 from rag.prompts import PromptTemplate
 from rag.records import ScoredPassage
@@ -122,9 +123,9 @@ class RankR1Reranker(PromptedReranker):
 
     def request(self, template: PromptTemplate, query: str, passages: list[ScoredPassage]) -> LLMRequest:
         """One comparison: the query and the passages labelled [1]..[n] in the given order."""
-        docs = [{"label": i + 1, "text": _cut(p.passage.text, self.passage_words)} for i, p in enumerate(passages)]
+        docs = [{"label": i + 1, "text": cut_words(p.passage.text, self.passage_words)} for i, p in enumerate(passages)]
         params = SamplingParams(temperature=self.temperature, max_tokens=self.max_tokens)
-        return LLMRequest(messages=template.messages(query=_cut(query, self.query_words), docs=docs),
+        return LLMRequest(messages=template.messages(query=cut_words(query, self.query_words), docs=docs),
                           params=params, stop_plain=template.stop_plain)
 
     def orders(self, queries: list[str], candidates: list[list[ScoredPassage]]) -> list[list[int]]:
@@ -186,10 +187,3 @@ class RankR1Reranker(PromptedReranker):
     def close(self) -> None:
         if self.engine is not None:
             self.engine.close()
-
-
-def _cut(text: str, max_words: int | None) -> str:
-    if not max_words:
-        return text
-    words = text.split()
-    return text if len(words) <= max_words else " ".join(words[:max_words])

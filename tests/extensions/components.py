@@ -12,8 +12,9 @@ import re
 from collections.abc import Sequence
 from pathlib import Path
 
+from rag.core.text import cut_words
 from rag.data.corpus import Corpus
-from rag.generate.base import GenerationContext, GenerationInput, Generator, cut_words
+from rag.generate.base import GenerationContext, GenerationInput, Generator
 from rag.llm.base import Completion, LLMEngine, LLMRequest
 from rag.llm.cache import ResponseCache
 from rag.metrics.base import AnswerMetric, RunShape, ScoredAnswer
