@@ -22,7 +22,7 @@ from typing import Any
 import hydra
 from omegaconf import DictConfig, OmegaConf, open_dict
 
-from rag.core.errors import ConfigError, DataError, MissingDataError, ServiceError
+from rag.core.errors import ONE_LINE_ERRORS, ConfigError, MissingDataError
 from rag.core.overrides import quote_folder_overrides
 from rag.folders import RunFolder, measured_work
 from rag.judge.base import Judge
@@ -88,22 +88,23 @@ def rejudge(cfg: DictConfig, factory: EngineFactory | None = None) -> dict[str, 
     judges = build_judges(cfg.judge)
     if not judges:
         raise ConfigError("judge: no judges selected; e.g. judge=[liverag] or judge=full")
-    records = run.records()
-    own = factory is None
-    engines = factory or EngineFactory(cache_dir, cache_enabled=bool(OmegaConf.select(cfg, "cache.llm_responses",
-                                                                                       default=True)))
-    try:
-        metrics = evaluate_records(cfg.judge, records, out_dir, cache_dir, engines)
-    finally:
-        if own:
-            engines.close()
-    old = run.metrics()
-    merged = {**{k: v for k, v in old.items() if not _stale(k, judges)}, **metrics}
-    # judging from the response cache alone keeps the judges' measured cost (issue 36: no measurement lost)
-    merged = measured_work(old, merged, answered=0)
     out = RunFolder(out_dir)
-    out.write_answers(records)
-    out.write_metrics(merged)
+    with out.held():  # one execution writes a folder at a time: never a run still writing it, or another judging
+        records = run.records()
+        own = factory is None
+        engines = factory or EngineFactory(cache_dir, cache_enabled=bool(OmegaConf.select(
+            cfg, "cache.llm_responses", default=True)))
+        try:
+            metrics = evaluate_records(cfg.judge, records, out_dir, cache_dir, engines)
+        finally:
+            if own:
+                engines.close()
+        old = run.metrics()
+        merged = {**{k: v for k, v in old.items() if not _stale(k, judges)}, **metrics}
+        # judging from the response cache alone keeps the judges' measured cost (issue 36: no measurement lost)
+        merged = measured_work(old, merged, answered=0)
+        out.write_answers(records)
+        out.write_metrics(merged)
     return merged
 
 
@@ -118,7 +119,7 @@ def shown(metrics: dict[str, Any]) -> dict[str, Any]:
 def main(cfg: DictConfig) -> None:
     try:
         metrics = rejudge(cfg)
-    except (ConfigError, DataError, MissingDataError, ServiceError, FileNotFoundError) as err:
+    except ONE_LINE_ERRORS as err:
         log.error("%s: %s", type(err).__name__, err)
         raise SystemExit(2) from None
     out = cfg.out_dir or cfg.run_dir

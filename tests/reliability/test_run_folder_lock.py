@@ -65,3 +65,31 @@ def test_rag_main_into_a_held_folder_is_one_line_then_resumes_once_free(tmp_path
     proc = rag_main(args, env, timeout=600)
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert RunFolder(run_dir).complete and len(RunFolder(run_dir).records()) == 2
+
+
+def test_rejudging_a_held_folder_is_one_line_and_changes_nothing(tmp_path):
+    """`python -m eval.main run_dir=RUN` into a folder another execution holds (a run still writing it, another
+    judging) is refused before it judges anything; once the holder is gone it judges."""
+    from tests.instant_endpoint import InstantEndpoint
+
+    run = tmp_path / "run"
+    with InstantEndpoint() as endpoint:
+        args = [*CHEAP, "dataset.limit=1", "logger=none", "llm=openai_compatible", f"llm.base_url={endpoint.url}",
+                f"llm.model={endpoint.model}", f"hydra.run.dir={run}"]
+        env = rag_env(tmp_path)
+        assert rag_main(args, env).returncode == 0
+        answers = (run / "answers.jsonl").read_bytes()
+        judge = [sys.executable, "-m", "eval.main", f"run_dir={run}", "judge=[liverag]"]
+        holder = _holder(run)
+        try:
+            refused = subprocess.run(judge, env=env, capture_output=True, text=True, timeout=300)
+        finally:
+            holder.send_signal(signal.SIGKILL)
+            holder.wait()
+        out = refused.stdout + refused.stderr
+        assert refused.returncode == 2 and "Traceback" not in out, out[-2000:]
+        assert f"{run} is being written by another execution (process {holder.pid} on " in out
+        assert (run / "answers.jsonl").read_bytes() == answers and not (run / "eval_report.md").exists()
+        judged = subprocess.run(judge, env=env, capture_output=True, text=True, timeout=300)
+        assert judged.returncode == 0, judged.stderr[-2000:]
+    assert "liverag" in json.loads((run / "answers.jsonl").read_text().splitlines()[0])["judges"]
