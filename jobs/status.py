@@ -24,6 +24,7 @@ from typing import Any
 from jobs.scheduler import ACTIVE_STATES, SubmititJob, job_states, submitit_jobs, tail
 from rag.core.errors import DataError
 from rag.core.io import read_jsonl_tolerant
+from rag.folders import RunFolder
 from rag.sweep.cells import Cell, SweepFolder, load_sweep
 
 RESUBMIT_LOG = "resubmit.jsonl"
@@ -38,12 +39,14 @@ class CellStatus:
     answers: int = 0
     stderr: Path | None = None
     error: str = ""
+    #: who holds the cell's folder, from its run.holder.json (an execution writing it, or one killed while it did)
+    holder: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return {"num": self.cell.num, "cell": self.cell.name, "dir": str(self.cell.dir), "state": self.state,
                 "job_id": self.job_id, "scheduler_state": self.scheduler_state, "answers": self.answers,
                 "has_metrics": self.cell.complete, "overrides": self.cell.overrides,
-                "stderr": str(self.stderr) if self.stderr else None, "error": self.error}
+                "stderr": str(self.stderr) if self.stderr else None, "error": self.error, "holder": self.holder}
 
 
 def is_local_sweep(sweep: SweepFolder) -> bool:
@@ -116,6 +119,8 @@ def sweep_status(sweep_dir: str | Path) -> tuple[SweepFolder, list[CellStatus]]:
             status.state = "failed"
         else:
             status.state = "missing"
+        if not cell.complete and (cell.dir / RunFolder.HOLDER).is_file():
+            status.holder = cell.run.holder()
         if status.state == "failed":
             status.error = (tail(status.stderr) or (job.error if job and record is None else None)
                             or tail(_hydra_log(cell)) or "(no log found)")
@@ -156,6 +161,8 @@ def format_table(sweep: SweepFolder, statuses: Sequence[CellStatus], tail_lines:
             continue
         lines += ["", f"--- cell {s.cell.num} failed: {s.cell.name}",
                   f"    job {s.job_id or '-'}; log {s.stderr or '-'}; {s.answers} answers kept for the resume"]
+        if s.holder:  # a resubmission is refused while that execution still holds the folder
+            lines.append(f"    its folder names a holder: {s.holder} (still writing it, or killed while it did)")
         lines += ["    " + line for line in "\n".join(s.error.splitlines()[-tail_lines:]).splitlines()]
     if any(s.state in ("failed", "missing", "incomplete") for s in statuses):
         lines += ["", f"Resubmit failed/missing/incomplete cells: python -m jobs.resubmit {sweep.dir}"]

@@ -172,6 +172,20 @@ def test_status_reports_states_and_failure_tail(sweep_dir, capsys):
     assert rows[1]["job_id"] == "900_1" and rows[1]["scheduler_state"] == "FAILED"
 
 
+def test_status_names_who_holds_a_failed_cells_folder(sweep_dir, capsys):
+    """A failed cell whose folder still names a holder (run.holder.json: an execution writing it, or one killed
+    while it did) says so, since a resubmission into a held folder is refused."""
+    failed = next(p for p in sweep_dir.iterdir() if p.name.startswith("1_"))
+    (failed / "run.holder.json").write_text(json.dumps({"host": "node7", "pid": 4242, "slurm_job": "900_1",
+                                                        "since": "2025-01-01T10:05:00+0000"}))
+    jobs.status.main([str(sweep_dir)])
+    assert ("its folder names a holder: process 4242 on node7, SLURM job 900_1, since 2025-01-01T10:05:00+0000"
+            in capsys.readouterr().out)
+    jobs.status.main([str(sweep_dir), "--json"])
+    rows = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+    assert [bool(r["holder"]) for r in rows] == [False, True, False, False]
+
+
 def test_resubmit_selects_failed_and_missing_cells_with_their_overrides(sweep_dir, capsys):
     assert resubmit.main([str(sweep_dir), "--dry-run", "--launcher", "slurm"]) == 0
     out = capsys.readouterr().out
