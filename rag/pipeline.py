@@ -316,7 +316,7 @@ class Pipeline:
         def reseed(reseeded: LLMEngine | None) -> None:
             self._engine = reseeded if reseeded is not None else engine
 
-        judge = (lambda run: judge_draw(self.cfg.judge, run, run_dir, self.cache_dir, self.engines)) \
+        judge = (lambda run, folder: judge_draw(self.cfg.judge, run, folder, self.cache_dir, self.engines)) \
             if self.cfg.get("judge") else None
         with self.timer.apart("repeats"):  # the draws' stage time goes to time/repeats_s alone, not the run's stages
             return generation_consistency(

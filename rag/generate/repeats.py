@@ -139,20 +139,22 @@ def generation_consistency(questions: Sequence[Question], records: list[AnswerRe
                            generation: Any, answer: Callable[[list[Question]], list[AnswerRecord]],
                            reseed: Callable[[ReseededEngine | None], None], engine: Any,
                            rescore: Callable[[list[AnswerRecord]], None],
-                           judge: Callable[[list[AnswerRecord]], dict[str, Any]] | None = None) -> dict[str, Any]:
+                           judge: Callable[[list[AnswerRecord], Path], dict[str, Any]] | None = None
+                           ) -> dict[str, Any]:
     """`generation.repeats`: the extra draws (`draw_repeats`), each scored again by the record metrics (`rescore`)
     and, with `judge` (the run's judges, as `rag.judge.run.evaluate_records` runs them), judged like the run's own
     answers; the `consistency/...` figures over them and the run's own `records`, with the draws' LLM work (the
-    judges' as `consistency/eval/<counter>`). The draws' judgments are not stored: a rerun asks the judges again,
-    through the response cache."""
+    judges' as `consistency/eval/<counter>`). Each draw is judged into its own folder,
+    `generation_repeats/temperature=<t>/r<r>/` (the judges' files: nuggets/, argue/), never the run's; the draws'
+    judgments are not kept in their records: a rerun asks the judges again, through the response cache."""
     temperature = None if generation.get("repeat_temperature") is None else float(generation.repeat_temperature)
     drawn = draw_repeats(questions, run_dir, int(generation.repeats), max(1, int(generation.chunk_size)), answer,
                          reseed, engine, temperature)
     judged: dict[str, Any] = {}
-    for run in drawn:
+    for r, run in enumerate(drawn, start=1):
         rescore(run)
         if judge is not None:
-            for key, value in judge(run).items():
+            for key, value in judge(run, draws_dir(run_dir, temperature) / f"r{r}").items():
                 if key.startswith("eval/") and key.removeprefix("eval/") in JUDGE_USAGE:
                     judged[f"consistency/{key}"] = judged.get(f"consistency/{key}", 0) + value
     return {**consistency_metrics([records, *drawn]), **usage_metrics(run_dir, temperature), **judged}

@@ -157,7 +157,8 @@ def evaluate_records(judge_cfg: Any, records: Sequence[AnswerRecord], run_dir: s
 def judge_draw(judge_cfg: Any, records: Sequence[AnswerRecord], run_dir: str | Path, cache_dir: str | Path,
                 engines: EngineFactory) -> dict[str, Any]:
     """The run's judges on another draw of its answers (`generation.repeats`): as `evaluate_records`, without
-    `judge.repeats` and without writing eval_report.md (the run's own answers' report)."""
+    `judge.repeats` and without writing eval_report.md (the run's own answers' report); `run_dir` is the draw's own
+    folder, where the judges write their files (nuggets/, argue/), so the run's stay its own."""
     from omegaconf import OmegaConf
 
     return evaluate_records(OmegaConf.merge(judge_cfg, {"repeats": 1, "report": False}), records, run_dir, cache_dir,

@@ -7,6 +7,7 @@ import statistics
 
 import pytest
 
+from rag.core.io import read_jsonl
 from rag.generate.repeats import FOLDER, consistency_metrics
 from rag.llm.reseed import REPEAT_SEED_STRIDE
 from rag.records import AnswerRecord
@@ -106,3 +107,17 @@ def test_a_judged_run_judges_every_draw_and_counts_that_work_apart(hotpot_data, 
     assert sent == metrics["llm_calls"] + metrics["consistency/llm_calls"] + metrics["eval/llm_calls"] + judged_draws
     assert all("liverag" in json.loads(line)["judges"] for line in (run_dir / "answers.jsonl").read_text().splitlines())
     assert "Judge noise" not in (run_dir / "eval_report.md").read_text()
+
+
+def test_a_draws_judges_write_their_files_into_the_draws_folder(hotpot_data, tmp_path):
+    """A judge that writes files (the nugget judge's nuggets/assign.jsonl) writes a draw's into the draw's folder:
+    the run's own files stay those of its own answers."""
+    run_dir = tmp_path / "run"
+    with InstantEndpoint() as endpoint:
+        proc = rag_main(_args(endpoint, 2, 2, run_dir, "judge=[nuggets]"), rag_env(tmp_path), timeout=600)
+        assert proc.returncode == 0, proc.stderr[-3000:]
+    draw = run_dir / FOLDER / "temperature=0.8" / "r1"
+    assert {row["run_id"] for row in read_jsonl(draw / "nuggets" / "assign.jsonl")} == {"r1"}
+    assert {row["run_id"] for row in read_jsonl(run_dir / "nuggets" / "assign.jsonl")} == {run_dir.name}
+    assert not (draw / "eval_report.md").exists()
+    assert "consistency/nuggets/vital_strict/answer_sd" in json.loads((run_dir / "metrics.json").read_text())
