@@ -91,12 +91,12 @@ def wait_for_sweep(sweep_dir: Path, deadline: float, poll_s: float) -> int:
     """The number of cells once the multirun has written multirun.yaml and its cells can be counted."""
     while time.monotonic() < deadline:
         if (sweep_dir / "multirun.yaml").is_file():
-            cells = load_sweep(sweep_dir).cells
-            if cells:
-                if is_local_sweep(load_sweep(sweep_dir)):
+            sweep = load_sweep(sweep_dir)
+            if sweep.cells:
+                if is_local_sweep(sweep):
                     raise ConfigError(f"{sweep_dir}: not a SLURM sweep (hydra/launcher=slurm); jobs.chaos stops "
                                       f"SLURM tasks")
-                return len(cells)
+                return len(sweep.cells)
         time.sleep(poll_s)
     raise DataError(f"{sweep_dir}: no multirun.yaml before the timeout: is a multirun writing there "
                     f"(hydra.sweep.dir)?")
@@ -104,7 +104,8 @@ def wait_for_sweep(sweep_dir: Path, deadline: float, poll_s: float) -> int:
 
 def run_chaos(sweep_dir: str | Path, share: float = 0.25, seed: int = 0, after_chunks: int = 1,
               timeout_s: float = 1800, poll_s: float = 0.5,
-              stop: Callable[[str, str], None] = stop_task) -> tuple[list[Stop], dict[int, str]]:
+              stop: Callable[[str, str], None] = stop_task,
+              ended: Callable[[], bool] | None = None) -> tuple[list[Stop], dict[int, str]]:
     """Stop the drawn victims as they reach `after_chunks` journalled chunks; return the stops and every victim
     (cell number -> way) once no cell is pending or running."""
     sweep_dir = Path(sweep_dir).expanduser().resolve()
@@ -123,8 +124,10 @@ def run_chaos(sweep_dir: str | Path, share: float = 0.25, seed: int = 0, after_c
                 stops.append(Stop(cell.name, cell.num, status.job_id, drawn[cell.num], cell.journal_lines(),
                                   dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")))
                 log.append([asdict(stops[-1])])
+        # done when nothing is queued or running and every cell started, or the multirun it launched has ended
+        # (a task that failed before it started would otherwise be waited for until the timeout)
         if statuses and not any(s.state in ("pending", "running") for s in statuses) and \
-                all(s.cell.started for s in statuses):
+                (all(s.cell.started for s in statuses) or (ended is not None and ended())):
             return stops, drawn
         time.sleep(poll_s)
     raise DataError(f"{sweep_dir}: cells still pending or running after {timeout_s:g} s (--timeout)")
@@ -169,7 +172,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             if sweep_dir.exists() and any(sweep_dir.iterdir()):
                 raise ConfigError(f"{sweep_dir} is not empty: the multirun needs a new sweep folder")
             sweep = subprocess.Popen([*command, f"hydra.sweep.dir={sweep_dir}"])
-        stops, drawn = run_chaos(sweep_dir, args.share, args.seed, args.after_chunks, args.timeout)
+        stops, drawn = run_chaos(sweep_dir, args.share, args.seed, args.after_chunks, args.timeout,
+                                 ended=(lambda: sweep.poll() is not None) if sweep is not None else None)
         if sweep is not None:
             print(f"the multirun exited with status {sweep.wait()}")
     except ONE_LINE_ERRORS as err:
