@@ -105,16 +105,28 @@ def test_post_cite_cites_every_sentence_its_best_passage_as_alce_posthoc_does(em
     post_cite = build_attribution(compose_config(["attribution=post_cite"]).attribution)
     assert isinstance(post_cite, EmbeddingAttribution)
     assert (post_cite.min_citations, post_cite.max_citations, post_cite.threshold) == (1, 1, 0.5)
+    assert post_cite.passage_sentences is False  # ALCE: the whole passage
+    whole = instantiate(compose_config(["attribution=embedding", "attribution.passage_sentences=false"]).attribution)
     record, plain = (record_over(f"{nolan} {UNRELATED}", questions) for _ in range(2))
     post_cite.attribute([record])
-    embedding.attribute([plain])
+    whole.attribute([plain])
     assert record.steps["attribution"]["strength"] == plain.steps["attribution"]["strength"]
+    # independently: sentence-transformers' own normalised embeddings, the argmax over whole passages (ALCE)
+    model = post_cite.embedder.model
+    texts = [c.text for c in prompt_candidates(record)]
+    for sentence in record.sentences:
+        vectors = model.encode([sentence["text"], *texts], normalize_embeddings=True)
+        cosine = vectors[1:] @ vectors[0]
+        assert sentence["citations"] == [prompt_candidates(record)[int(cosine.argmax())].doc_id]
+        assert sentence["support"][0] == pytest.approx(float(cosine.max()), abs=1e-3)
     docs = [c.doc_id for c in prompt_candidates(record)]
     for sentence, row in zip(record.sentences, record.steps["attribution"]["strength"]):
         best = max(range(len(row)), key=lambda c: (row[c], -c))
         assert sentence["citations"] == [docs[best]] and sentence["support"] == [round(row[best], 4)]
     assert record.sentences[0]["citations"] == ["Christopher Nolan"]
     assert record.sentences[1]["support"][0] < 0.5 and plain.sentences[1]["citations"] == []  # cited all the same
+    embedding.attribute([other := record_over(UNRELATED, questions)])
+    assert other.sentences[0]["citations"] == []  # the embedding method's threshold cites it nothing
     assert record.steps["attribution"]["min_citations"] == 1
     # more than one: the best always, the rest at the threshold (ours); bounds are checked when built
     wider = instantiate(compose_config(["attribution=post_cite", "attribution.max_citations=3"]).attribution)
