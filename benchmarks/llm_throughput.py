@@ -25,7 +25,8 @@ llama.cpp's integer kernels (AVX-512 VNNI here) can exceed a float32 peak, so a 
 that. The generation bound is the measured memory bandwidth (a large array copy: bytes read + written per second)
 over the bytes each generated token reads: the GGUF's tensors (an untied model's input embedding table only one row
 of) and the KV cache at that context. `--set KEY=VALUE` applies an engine option (flash_attn, swa_full,
-kv_cache_type, n_batch, n_ubatch) to every column, so options are compared run by run.
+kv_cache_type, n_batch, n_ubatch, requantize) to every column, so options are compared run by run; a `--variants`
+entry with `requantize=` loads the shipped file requantized that way (`requantize=null`: the file as shipped).
 """
 
 from __future__ import annotations
@@ -49,6 +50,7 @@ import yaml  # noqa: E402
 
 from rag.core.cpus import usable_cpus  # noqa: E402
 from rag.llm.base import LLMRequest, SamplingParams  # noqa: E402
+from rag.llm.gguf_requantize import requantized_file  # noqa: E402
 from rag.llm.llama_cpp import KV_CACHE_TYPES, LlamaCppEngine  # noqa: E402
 
 #: models whose output head is the token-embedding table (config.json `tie_word_embeddings` of google/gemma-3-270m
@@ -355,7 +357,8 @@ def compare_variants(args: argparse.Namespace) -> dict[str, Any]:
         base = llm_settings(name, parse_sets(args.sets))
         engine = LlamaCppEngine(**{k: v for k, v in base.items() if k != "model_name"}, cache=None)
         tokenizer = engine._tokenizer()
-        loaded = {label: _load(engine.model_file, {**base, **options}, threads) for label, options in variants}
+        loaded = {label: _load(_model_for(engine, {**base, **options}), {**base, **options}, threads)
+                  for label, options in variants}
         rows = []
         for n in args.prompts:
             if n + args.generate + 16 > base.get("n_ctx", 8192):
@@ -383,6 +386,13 @@ def compare_variants(args: argparse.Namespace) -> dict[str, Any]:
         engine.close()
         report["models"][name] = rows
     return report
+
+
+def _model_for(engine: LlamaCppEngine, settings: dict[str, Any]) -> Path:
+    """The GGUF file a variant loads: the shipped one, or its copy requantized as the variant's `requantize` says
+    (made once and cached, as the engine makes it)."""
+    wanted = settings.get("requantize")
+    return requantized_file(engine.shipped_file, wanted) if wanted else engine.shipped_file
 
 
 def _parameter_count(s: dict[str, int], vocab: int) -> int:

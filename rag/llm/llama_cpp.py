@@ -22,6 +22,8 @@ from rag.core.errors import ConfigError
 from rag.core.hashing import stable_hash
 from rag.llm.base import Completion, LLMEngine, LLMRequest
 from rag.llm.cache import ResponseCache, model_identity
+from rag.llm.gguf_requantize import FILE_TYPES as REQUANTIZE_TYPES
+from rag.llm.gguf_requantize import requantized_file
 
 log = logging.getLogger(__name__)
 
@@ -70,11 +72,18 @@ class LlamaCppEngine(LLMEngine):
                  model_file: str | None = None, model_name: str | None = None, n_ctx: int = 8192,
                  n_threads: int | None = None, n_threads_batch: int | None = None, n_batch: int = 512,
                  n_ubatch: int | None = None, flash_attn: bool = False, swa_full: bool | None = None,
-                 kv_cache_type: str = "f16",
+                 kv_cache_type: str = "f16", requantize: str | None = None,
                  chat_format: str = "auto", seed: int = 0, repeat_penalty: float = 1.0, top_k: int = 40,
                  min_p: float = 0.05, cache: ResponseCache | None = None, verbose: bool = False):
-        self.model_file = resolve_model_file(model_path, model_package, model_file)
-        super().__init__(model=model_name or self.model_file.stem, chat_format=chat_format, cache=cache,
+        #: the GGUF file as configured (a path or a model package's file)
+        self.shipped_file = resolve_model_file(model_path, model_package, model_file)
+        if requantize is not None and requantize not in REQUANTIZE_TYPES:
+            raise ValueError(f"llm.requantize={requantize!r}: one of {', '.join(REQUANTIZE_TYPES)}, or null for the "
+                             "file as shipped")
+        #: the shipped file requantized once to this type (rag/llm/gguf_requantize.py: faster CPU kernels), or None
+        self.requantize = requantize
+        self._model_file: Path | None = None
+        super().__init__(model=model_name or self.shipped_file.stem, chat_format=chat_format, cache=cache,
                          supports_json_schema=True)
         self.n_ctx, self.n_batch, self.seed, self.verbose = n_ctx, n_batch, seed, verbose
         #: threads for token-by-token generation and for prompt batches; None -> the CPUs this process may use.
@@ -93,7 +102,9 @@ class LlamaCppEngine(LLMEngine):
         #: last bits (part of the signature); measured on/off in docs/benchmarks.md, "LLM throughput"
         self.flash_attn = bool(flash_attn)
         #: sliding-window models (Gemma 3): null keeps llama.cpp's default (a full-size cache for the window layers,
-        #: which keeps prefix reuse possible); false keeps only the window, less attention work on long prompts
+        #: which keeps prefix reuse possible); false keeps only the window, less attention work on long prompts, but
+        #: llama-cpp-python still reuses a shared prompt prefix from the previous request, whose positions the
+        #: window layers have evicted by then (docs/benchmarks.md, "LLM throughput": not a default for that reason)
         self.swa_full = swa_full
         if kv_cache_type not in KV_CACHE_TYPES:
             raise ValueError(f"llm.kv_cache_type={kv_cache_type!r}: one of {', '.join(KV_CACHE_TYPES)}")
@@ -110,6 +121,17 @@ class LlamaCppEngine(LLMEngine):
         self._metadata: dict[str, str] | None = None
         #: how many times this engine loaded its weights (a sweep's goal: once per distinct model)
         self.model_loads = 0
+
+    @property
+    def model_file(self) -> Path:
+        """The GGUF file llama.cpp loads: the shipped one, or its requantized copy (made on first use)."""
+        if self._model_file is None:
+            if self.requantize is None:
+                self._model_file = self.shipped_file
+            else:
+                memo = self.cache.memo_dir if self.cache is not None else None
+                self._model_file = requantized_file(self.shipped_file, self.requantize, memo_dir=memo)
+        return self._model_file
 
     def signature(self) -> dict[str, Any]:
         """Context size and truncation rule decide what the model sees; the rest is the sampler and template."""
@@ -134,6 +156,8 @@ class LlamaCppEngine(LLMEngine):
             options["swa_full"] = self.swa_full
         if self.kv_cache_type != "f16":
             options["kv_cache_type"] = self.kv_cache_type
+        if self.requantize is not None:  # the model's hash names the file; this names how it was made
+            options["requantize"] = self.requantize
         return options
 
     def model_identity(self) -> dict[str, Any]:
