@@ -1,11 +1,32 @@
+"""Two `eval.meta` runs' judgments of the same answers, side by side: how many agree, and each side's spread.
+
+Usage: `python compare.py OLD/judged.jsonl NEW/judged.jsonl` (the files `python -m eval.meta` writes).
+"""
+
+from __future__ import annotations
+
 import json
-def load(p):
-    return {json.loads(l)["id"]: json.loads(l)["judges"] for l in open(p)}
-a, b = load("/tmp/meta_old/judged.jsonl"), load("/tmp/meta_new/judged.jsonl")
-ids = sorted(set(a) & set(b))
-corr = sum(a[i]["liverag"].get("correctness") == b[i]["liverag"].get("correctness") for i in ids)
-verd = sum(a[i]["pairwise"].get("verdict") == b[i]["pairwise"].get("verdict") for i in ids)
+import sys
 from collections import Counter
-print(len(ids), "answers; liverag correctness same:", corr, "; pairwise verdict same:", verd)
-for name, d in (("old", a), ("new", b)):
-    print(name, Counter(d[i]["liverag"].get("correctness") for i in ids), Counter(d[i]["pairwise"].get("verdict") for i in ids), "attempts", sum(d[i]["liverag"].get("attempts", 1) + d[i]["pairwise"].get("attempts", 1) for i in ids))
+
+
+def judgments(path: str) -> dict[str, dict]:
+    with open(path) as handle:
+        records = [json.loads(line) for line in handle]
+    return {record["id"]: record["judges"] for record in records}
+
+
+def main(old_path: str, new_path: str) -> None:
+    old, new = judgments(old_path), judgments(new_path)
+    ids = sorted(set(old) & set(new))
+    same_correctness = sum(old[i]["liverag"].get("correctness") == new[i]["liverag"].get("correctness") for i in ids)
+    same_verdict = sum(old[i]["pairwise"].get("verdict") == new[i]["pairwise"].get("verdict") for i in ids)
+    print(len(ids), "answers; liverag correctness same:", same_correctness, "; pairwise verdict same:", same_verdict)
+    for name, side in (("old", old), ("new", new)):
+        attempts = sum(side[i]["liverag"].get("attempts", 1) + side[i]["pairwise"].get("attempts", 1) for i in ids)
+        print(name, Counter(side[i]["liverag"].get("correctness") for i in ids),
+              Counter(side[i]["pairwise"].get("verdict") for i in ids), "attempts", attempts)
+
+
+if __name__ == "__main__":
+    main(*sys.argv[1:3])
