@@ -318,6 +318,9 @@ ROWS: dict[str, Row] = {
     "python -m eval.meta": Run(checks=[prints("RAGChecker")], why="RAGChecker's reference rows: no LLM"),
     "python -m eval.meta judge=[liverag,pairwise] llm=gemma3_270m labels.limit=50": Run(
         why="50 pairs x 2 answers x 2 judges: " + INSTANT_FULL, model="instant", checks=[prints("liverag")]),
+    "python -m eval.meta 'judge=[liverag,pairwise]' llm=smollm2_135m labels.limit=50": Run(
+        why="the kernel defaults' check of SmolLM2's judgments, 50 pairs x 2 answers x 2 judges: " + INSTANT_FULL,
+        model="instant", checks=[prints("liverag")]),
     "python -m eval.meta labels=trec_nuggets labels.path=FILE judge=[nuggets] llm=...": Run(
         fills={"FILE": "{nugget_assessments}", "llm=...": "llm=gemma3_270m"}, model="instant",
         checks=[prints("kappa")]),
