@@ -78,7 +78,9 @@ def test_the_documented_chaos_sweep_ends_as_an_undisturbed_one(slurm, hotpot_dat
     assert done.returncode == 0, output[-4000:]
     chaos = home / "outputs" / "chaos"
     stops = [json.loads(line) for line in (chaos / "chaos.jsonl").read_text().splitlines()]
-    assert [s["way"] for s in stops] == ["kill", "preempt"], output[-3000:]  # 2 of 8 cells: a quarter
+    # 2 of 8 cells, a quarter, one each way; chaos.jsonl lists them as they were stopped, which is the order their
+    # first answers were journalled (under load the second cell drawn can get there first)
+    assert sorted(s["way"] for s in stops) == ["kill", "preempt"], output[-3000:]
     assert "every cell complete" in done.stdout, output[-3000:]
 
     ours, theirs = _by_num(chaos), _by_num(reference)
