@@ -33,6 +33,9 @@ TRUNCATION = "middle-cut, head quarter kept, budget n_ctx - max_tokens - 8"
 #: a chat-rendered prompt: the middle of its longest message (the passages, in RAG prompts) is cut so the whole
 #: fits, counting each message's tokens plus what the template adds around it
 CHAT_TRUNCATION = "longest message middle-cut, head quarter kept, budget n_ctx - max_tokens - 8 - 16 per message"
+#: how a prompt reuses the previous request's evaluated tokens (batch_aligned_llama; part of the cache key: answers
+#: made with llama-cpp-python's own reuse depended on the request before them)
+PREFIX_REUSE = "whole n_batch chunks evaluated as whole chunks"
 #: llm.kv_cache_type -> llama-cpp-python's GGML type constant
 KV_CACHE_TYPES = {"f16": "GGML_TYPE_F16", "f32": "GGML_TYPE_F32", "q8_0": "GGML_TYPE_Q8_0", "q4_0": "GGML_TYPE_Q4_0"}
 #: tokens a chat template adds around one message (role markers, separators), allowed for when fitting
@@ -185,6 +188,7 @@ class LlamaCppEngine(LLMEngine):
         return {"n_ctx": self.n_ctx, "n_batch": self.n_batch, "n_ubatch": self.n_ubatch,
                 **self._kernel_options(),
                 "truncation": TRUNCATION if plain else CHAT_TRUNCATION, "rendering": self.chat_format,
+                "prefix_reuse": PREFIX_REUSE if self.swa_full is not False else "none",
                 "chat_template_sha256": stable_hash(template) if template else None,
                 "repeat_penalty": self.repeat_penalty, "top_k": self.top_k, "min_p": self.min_p,
                 "seed": self.seed, "llama_cpp": llama_cpp.__version__}

@@ -92,6 +92,8 @@ def test_an_answer_is_the_same_after_any_request_and_long_shared_prefixes_are_ev
 
 
 def test_the_same_prompt_asked_twice_is_evaluated_again_from_its_last_whole_chunk(engine):
+    # answers made with llama-cpp-python's own reuse are keyed apart (they depended on the request before them)
+    assert engine.signature()["prefix_reuse"] == "whole n_batch chunks evaluated as whole chunks"
     prompt = _prompt("tower")
     alone = _fresh(engine, prompt)
     assert _ask(engine, prompt) == alone  # its generated tokens and last prompt token are never reused
@@ -100,7 +102,7 @@ def test_the_same_prompt_asked_twice_is_evaluated_again_from_its_last_whole_chun
 def test_a_window_sized_sliding_cache_reuses_nothing():
     engine = LlamaCppEngine(**{**GEMMA, "swa_full": False}, cache=None)
     try:
-        assert engine.llm.reuse_prefix is False
+        assert engine.llm.reuse_prefix is False and engine.signature()["prefix_reuse"] == "none"
         _ask(engine, _prompt("tower"))
         evaluated: list[int] = []
         evaluate = engine.llm.eval
