@@ -17,7 +17,7 @@ from hydra.utils import instantiate
 from eval.nuggets import AutoNuggetizer, Topic
 from eval.umbrela import GradeItem, UmbrelaGrader
 from rag.generate.base import GenerationContext
-from rag.llm.cache import ResponseCache
+from rag.llm.cache import ResponseCache, file_sha256
 from rag.llm.factory import build_engine
 from tests.conftest import compose_config
 from tests.generate.helpers import DATA_DIR
@@ -39,7 +39,9 @@ def engines(tmp_path_factory):
 def test_one_gguf_one_name_two_engine_identities(engines):
     llama, vllm = engines
     assert llama.model == vllm.model == "gemma-3-270m-q4_k_m"  # the display name every cache used to key on
-    assert llama.identity()["model_id"]["sha256"] == vllm.identity()["model_id"]["gguf"]["sha256"]  # one file
+    # one shipped file: vLLM converts it, llama.cpp loads its q8_0 copy (llm.requantize), named by that copy's hash
+    assert file_sha256(llama.shipped_file) == vllm.identity()["model_id"]["gguf"]["sha256"]
+    assert llama.identity()["model_id"]["sha256"] == file_sha256(llama.model_file) != file_sha256(llama.shipped_file)
     assert vllm.identity()["engine"]["backend"] == "vllm" and "llama_cpp" in llama.identity()["engine"]
 
 
