@@ -4,7 +4,8 @@ Judgments come from the questions' gold documents (binary), or from a qrels file
 also names each question's gold documents (those graded at least `min_relevance`). A collection read from a
 folder or an id (BEIR, TREC, ir_datasets) names it in `path`, `split` or `id`, which its loaders' settings read
 by interpolation (`${..path}/queries.jsonl`); `imports` are modules imported first (ir_datasets extensions, or a
-module registering a collection of your own).
+module registering a collection of your own). `hop` keeps only single-hop or only multi-hop questions (LiveRAG's
+two-document questions: `dataset.hop=multi`), before `offset` and `limit` cut the list.
 """
 
 from __future__ import annotations
@@ -24,6 +25,8 @@ from rag.records import Question
 #: what becomes of questions that the qrels do not judge: `keep` them (TREC topics not yet judged still get
 #: answers, judged by the nugget judges), or `drop` them (BEIR evaluates the queries of its split's qrels)
 UNJUDGED = ("keep", "drop")
+#: what `dataset.hop` may keep (each question's `hop`, from its loader: gold documents or the file's own label)
+HOPS = ("single", "multi")
 
 log = logging.getLogger(__name__)
 
@@ -32,7 +35,7 @@ class Dataset:
     def __init__(self, name: str, questions: QuestionLoader, corpus: Corpus, limit: int | None = None,
                  offset: int = 0, qrels: QrelsSource | None = None, unjudged: str = "keep", min_relevance: int = 1,
                  path: str | None = None, split: str | None = None, id: str | None = None,  # noqa: A002
-                 imports: Sequence[str] = ()):
+                 imports: Sequence[str] = (), hop: str | None = None):
         for module in imports or ():  # e.g. an ir_datasets extension, or a module registering a local collection
             try:
                 importlib.import_module(str(module))
@@ -44,12 +47,16 @@ class Dataset:
             raise ValueError(f"dataset.limit must be a positive integer or null, got {limit}")
         if offset < 0:
             raise ValueError(f"dataset.offset must be 0 or a positive integer, got {offset}")
+        if hop is not None and hop not in HOPS:
+            raise ValueError(f"dataset.hop must be one of {', '.join(HOPS)} or null, got {hop!r}")
         self.name = name
         self.loader = questions
         self.corpus = corpus
         self.limit = limit
         #: questions skipped at the start of the file, so a long benchmark can run in slices that add up
         self.offset = offset
+        #: only single-hop or only multi-hop questions (None: all)
+        self.hop = hop
         self.qrels, self.unjudged, self.min_relevance = qrels, unjudged, min_relevance
         #: the collection's folder, split and ir_datasets id, where the dataset is read from one (BEIR, TREC)
         self.path, self.split, self.id = path, split, id
@@ -61,8 +68,15 @@ class Dataset:
 
     @cached_property
     def questions(self) -> list[Question]:
-        """`limit` questions in file order after the first `offset` (all of them by default)."""
+        """`limit` questions in file order after the first `offset` (all of them by default), of one `hop` kind
+        when set."""
         questions = self._judged(self.loader.load_some())
+        if self.hop is not None:
+            kept = [q for q in questions if q.hop == self.hop]
+            if not kept:
+                raise ConfigError(f"dataset {self.name}: dataset.hop={self.hop} keeps none of the "
+                                  f"{len(questions)} questions of {self.loader.path}")
+            questions = kept
         ids = [q.id for q in questions]
         if len(set(ids)) != len(ids):
             dupes = sorted({i for i in ids if ids.count(i) > 1})[:5]
@@ -70,8 +84,9 @@ class Dataset:
             raise DataError(f"{where}: duplicate question ids {dupes} (dataset.questions.path of dataset "
                             f"{self.name}; each question needs its own id)")
         if self.offset >= len(questions):
+            kind = f"{self.hop}-hop " if self.hop else ""
             raise ConfigError(f"dataset {self.name}: dataset.offset={self.offset} skips all {len(questions)} "
-                              f"questions of {self.loader.path}")
+                              f"{kind}questions of {self.loader.path}")
         end = self.offset + self.limit if self.limit else None
         return questions[self.offset:end]
 

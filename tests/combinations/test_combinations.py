@@ -56,6 +56,8 @@ def build() -> d.Design:
          ["judge=[nuggets,argue]", "judge.repeats=2"]),
         ("attack.n_passages=0 plants nothing", {**base, "attack": "poisonedrag"}, ["attack.n_passages=0"]),
         ("attack.n_passages=1", {**base, "attack": "poisonedrag"}, ["attack.n_passages=1"]),
+        ("dataset.hop=multi keeps LiveRAG's two-document questions", {**base, "dataset": "liverag_dev"},
+         ["dataset.hop=multi"]),
         ("retriever.k beyond the corpus (994 passages)", base, ["retriever.k=2000", "cache.retrieval_depth=2000"]),
         ("generation.repeats=2 with judges and the no-answer rate", {**base, "judge": "liverag"},
          ["generation.repeats=2", "generation.repeat_temperature=0.8", "metrics=[f1,no_answer]"]),
@@ -244,6 +246,9 @@ def test_edge_values(name, store):
     assert result.returncode == 0, result.tail()
     folder = _run_folder(home, result)
     check_completed(cell, folder, t.QUESTIONS["instant"], result)
+    if "dataset.hop=multi" in extra:  # only multi-document questions (the second LiveRAG question is single-doc)
+        hops = [json.loads(row)["hop"] for row in (folder / "answers.jsonl").read_text().splitlines()]
+        assert set(hops) == {"multi"}, hops
     if "judge.repeats=2" in extra:  # every nugget-based judge repeated, over the run's one nugget set
         metrics = json.loads((folder / "metrics.json").read_text())
         for judge in ("nuggets", "argue"):

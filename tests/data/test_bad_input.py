@@ -145,3 +145,29 @@ def test_chunking_limits_and_overlap():
     assert chunk_words("", 4) == []
     with pytest.raises(ValueError, match="overlap_words"):
         chunk_words(text, 4, overlap=4)
+
+
+def test_hop_keeps_one_kind_before_offset_and_limit_and_a_kind_with_no_question_is_refused(tmp_path):
+    """`dataset.hop=multi` (LiveRAG's two-document questions) filters first, so `offset`/`limit` count the kept
+    questions; a kind the file lacks is one line naming the setting and the file; an unknown kind is refused."""
+    qa = tmp_path / "qa.tsv"
+    labels = ["single-doc", "multi-aspect", "comparison", "single-doc", "multi-aspect"]
+    qa.write_text(HEADER + "".join(f"{i}\tq{i}?\ta\t['x']\t['d1']\t{label}\n" for i, label in enumerate(labels)))
+    docs = tmp_path / "docs.jsonl"
+    docs.write_text(json.dumps({"doc_id": "d1", "text": "some words"}) + "\n")
+
+    def ids(**kwargs) -> list[str]:
+        return [q.id for q in Dataset("tiny", DataMorganaQA(str(qa)), JsonlCorpus(str(docs)), **kwargs).questions]
+
+    assert ids(hop="multi") == ["1", "2", "4"]
+    assert ids(hop="single") == ["0", "3"]
+    assert ids(hop="multi", offset=1, limit=1) == ["2"]
+    assert Dataset("tiny", DataMorganaQA(str(qa)), JsonlCorpus(str(docs)), hop="multi").key != \
+        Dataset("tiny", DataMorganaQA(str(qa)), JsonlCorpus(str(docs))).key
+    with pytest.raises(ValueError, match=r"dataset\.offset=3 skips all 3 multi-hop questions of .*qa\.tsv"):
+        ids(hop="multi", offset=3)
+    qa.write_text(HEADER + "0\tq?\ta\t['x']\t['d1']\tsingle-doc\n")
+    with pytest.raises(ValueError, match=r"dataset\.hop=multi keeps none of the 1 questions of .*qa\.tsv"):
+        ids(hop="multi")
+    with pytest.raises(ValueError, match=r"dataset\.hop must be one of single, multi or null, got 'two'"):
+        ids(hop="two")
