@@ -7,7 +7,9 @@ paired randomization test of the mean difference, two-sided and seeded; a percen
 the difference; the paired Cohen's d_z). Nugget-based scores are compared only over questions scored against
 the same nugget set in both cells (`comparable_questions`).
 
-Which pairs: `compare=all_pairs` (every pair of cells) or `compare=baseline` (the baseline cell, named by its
+Which pairs: cells that answered the same questions (a sweep over several datasets is tested within each of its
+question sets, `rag.sweep.question_sets`, and each set has its own best and tied group), then `compare=all_pairs`
+(every pair of cells) or `compare=baseline` (the baseline cell, named by its
 overrides, against each other cell). The correction (Holm-Bonferroni by default, Benjamini-Hochberg as an
 option) runs over one family per metric: every compared pair in every split, corrected together.
 
@@ -57,6 +59,7 @@ from rag.metrics.stats import (
 )
 from rag.records import AnswerRecord
 from rag.sweep.cells import Cell, SweepFolder, split_override
+from rag.sweep.question_sets import question_sets as find_question_sets
 
 log = logging.getLogger(__name__)
 
@@ -293,6 +296,8 @@ class Significance:
     mdd: dict[str, dict[str, Any]] = field(default_factory=dict)
     #: the comparability gate (the summary's, else one over these cells): which columns may be marked at all
     gate: NuggetSetGate = field(default_factory=lambda: NuggetSetGate({}))
+    #: cell -> its question set's label (all "" for one set): marks are given within each set
+    question_sets: dict[str, str] = field(default_factory=dict)
     #: column -> the gate's notice: no marks (cells scored some topic against different nugget sets)
     not_ranked: dict[str, str] = field(default_factory=dict)
     #: column -> why no marks although rankable: no comparison of the column had a p-value
@@ -307,12 +312,15 @@ class Significance:
 
 
 def compare_cells(sweep: SweepFolder, settings: Settings, best: Mapping[str, Sequence[str]] | None = None,
-                  swept: Sequence[str] = (), gate: NuggetSetGate | None = None) -> Significance:
+                  swept: Sequence[str] = (), gate: NuggetSetGate | None = None,
+                  question_sets: Mapping[str, str] | None = None) -> Significance:
     """Test the sweep's complete cells (see the module docstring). `best`: column -> the best cells as the
-    summary ranks them (its metrics.json values); without it the best is the highest (or lowest) mean of the
-    per-question scores. `gate`: the summary's comparability gate (its notices name cells as summary.md does);
-    without it, one over the tested cells' own nugget sets."""
+    summary ranks them (its metrics.json values; one or more per question set); without it the best is the
+    highest (or lowest) mean of the per-question scores within each set. `gate`: the summary's comparability
+    gate (its notices name cells as summary.md does); without it, one over the tested cells' own nugget sets.
+    `question_sets`: the summary's (`rag.sweep.question_sets`); without it, computed here."""
     cells = [c for c in sweep.cells if c.complete and c.run.has_answers]
+    sets = dict(question_sets) if question_sets is not None else find_question_sets(cells)
     scores = [load_cell(c, " ".join(f"{k}={c.values.get(k, '')}" for k in swept) or c.name) for c in cells]
     by_name = {s.name: s for s in scores}
     baseline = None
@@ -321,6 +329,7 @@ def compare_cells(sweep: SweepFolder, settings: Settings, best: Mapping[str, Seq
         pairs = [(baseline, s.name) for s in scores if s.name != baseline]
     else:
         pairs = [(a.name, b.name) for a, b in itertools.combinations(scores, 2)]
+    pairs = [(a, b) for a, b in pairs if sets.get(a, "") == sets.get(b, "")]  # no shared question across sets
     metrics = sorted({m for s in scores for m in s.values if tested_metric(m)})
     comparisons: list[Comparison] = []
     for metric in metrics:
@@ -333,7 +342,8 @@ def compare_cells(sweep: SweepFolder, settings: Settings, best: Mapping[str, Seq
         comparisons += family
     out = Significance(settings, scores, comparisons, baseline,
                        gate=gate or NuggetSetGate({s.name: s.nugget_sets for s in scores}, {s.name: s.label
-                                                                                            for s in scores}))
+                                                                                            for s in scores}),
+                       question_sets=sets)
     out.not_ranked = {c: out.gate.notice(c) or "" for c in out.columns if not out.gate.rankable(c)}
     out.not_tested = {c: "no comparison of the column has a p-value (no shared question to test)"
                       for c in out.columns if c not in out.not_ranked
@@ -371,24 +381,28 @@ def marks(sig: Significance, best: Mapping[str, Sequence[str]]) -> dict[str, dic
             worse = [c.b for c in found if c.significant(alpha) and direction * c.result.difference > 0]
             out[column] = {"baseline": [sig.baseline], "better": better, "worse": worse}
             continue
-        leaders = list(best.get(column) or [])
-        if not leaders:
-            means = {c.name: _mean(c, metric, split) for c in sig.cells}
-            means = {k: v for k, v in means.items() if not math.isnan(v)}
-            if not means:
-                continue
-            top = (max if direction > 0 else min)(means.values())
-            leaders = [k for k, v in means.items() if v == top]
-        tied, untested = [], []
-        for cell in sig.cells:
-            if cell.name in leaders or math.isnan(_mean(cell, metric, split)):  # no value in this column
-                continue
-            against = [c for c in found if {c.a, c.b} == {cell.name, leaders[0]}]
-            if not against or not _tested(against[0]):
-                untested.append(cell.name)
-            elif not against[0].significant(alpha):
-                tied.append(cell.name)
-        out[column] = {"best": leaders, "tied": tied, **({"untested": untested} if untested else {})}
+        all_leaders, tied, untested = [], [], []
+        for label in dict.fromkeys(sig.question_sets.get(c.name, "") for c in sig.cells):
+            members = [c for c in sig.cells if sig.question_sets.get(c.name, "") == label]
+            leaders = [name for name in best.get(column) or [] if name in {c.name for c in members}]
+            if not leaders:
+                means = {c.name: _mean(c, metric, split) for c in members}
+                means = {k: v for k, v in means.items() if not math.isnan(v)}
+                if not means:
+                    continue
+                top = (max if direction > 0 else min)(means.values())
+                leaders = [k for k, v in means.items() if v == top]
+            all_leaders += leaders
+            for cell in members:
+                if cell.name in leaders or math.isnan(_mean(cell, metric, split)):  # no value in this column
+                    continue
+                against = [c for c in found if {c.a, c.b} == {cell.name, leaders[0]}]
+                if not against or not _tested(against[0]):
+                    untested.append(cell.name)
+                elif not against[0].significant(alpha):
+                    tied.append(cell.name)
+        if all_leaders:
+            out[column] = {"best": all_leaders, "tied": tied, **({"untested": untested} if untested else {})}
     return out
 
 

@@ -14,6 +14,9 @@ which direction, comes from the metric registry (`rag.metrics.registry`): qualit
 ranked only when every cell scored each topic against the same nugget set (the sweep's one gate,
 `rag.judge.nugget_sets.NuggetSetGate`, which the paired tests, W&B and the AutoJudge leaderboards ask too);
 otherwise its one-line notice (which cells, which topics) stands where its best cell would. The
+sweep over several question sets (`dataset=hotpotqa,musique`) is ranked within each set: cells that answered the
+same questions (`rag.sweep.question_sets`) get their own best and tied group, and best.csv, summary.md and W&B
+name the set. The
 same tables go to one W&B "sweep-summary" run in the sweep's group, with a run id derived from the sweep folder
 so that a re-summary (after a resubmission) updates that run instead of adding another.
 """
@@ -41,6 +44,7 @@ from rag.metrics.registry import REGISTRY
 from rag.records import is_number
 from rag.sweep.cells import Cell, SweepFolder, load_sweep, read_yaml
 from rag.sweep.gate import sweep_gate
+from rag.sweep.question_sets import question_sets
 
 log = logging.getLogger(__name__)
 
@@ -53,10 +57,15 @@ def metric_direction(name: str) -> int:
 
 @dataclass
 class Best:
+    """The best value of one metric and the cells holding it. Over several question sets, `cells` holds the best
+    of every set and `per_set` each set's value and cells (`value` is then the first set's)."""
+
     metric: str
     direction: int
     value: float
     cells: list[str]
+    #: question set label -> (its best value, its best cells); empty when the sweep answered one set
+    per_set: dict[str, tuple[float, list[str]]] = field(default_factory=dict)
 
 
 @dataclass
@@ -81,6 +90,14 @@ class SweepSummary:
     not_ranked: dict[str, NuggetSetComparison] = field(default_factory=dict)
     #: the comparability gate over the complete cells (`rag.judge.nugget_sets.NuggetSetGate`), labels `#<row>`
     gate: NuggetSetGate = field(default_factory=lambda: NuggetSetGate({}))
+    #: complete cell -> its question set's label (`rag.sweep.question_sets`; all "" for one set)
+    question_sets: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def set_labels(self) -> list[str]:
+        """The sweep's question sets in row order; [] when it answered one."""
+        labels = list(dict.fromkeys(self.question_sets.values()))
+        return labels if len(labels) > 1 else []
 
     @property
     def labels(self) -> dict[str, str]:
@@ -181,15 +198,23 @@ def collect(sweep_dir: str | Path) -> SweepSummary:
         metrics = dict(cell.metrics or {})
         row.update({m: metrics.get(m) for m in metric_names})
         rows.append(row)
+    sets = question_sets(sweep.cells)
     best: dict[str, Best] = {}
     for metric in metric_names:
         direction = metric_direction(metric)
         scored = [(r[metric], r["cell"]) for r in rows if is_number(r.get(metric))]
         if direction == 0 or not scored:
             continue
-        target = max(v for v, _ in scored) if direction > 0 else min(v for v, _ in scored)
-        best[metric] = Best(metric, direction, target, [c for v, c in scored if v == target])
-    summary = SweepSummary(sweep=sweep, swept=swept, metrics=metric_names, rows=rows, best=best)
+        per_set: dict[str, tuple[float, list[str]]] = {}
+        for label in dict.fromkeys(sets.get(c, "") for _, c in scored):
+            values = [(v, c) for v, c in scored if sets.get(c, "") == label]
+            target = max(v for v, _ in values) if direction > 0 else min(v for v, _ in values)
+            per_set[label] = (target, [c for v, c in values if v == target])
+        first = next(iter(per_set.values()))
+        best[metric] = Best(metric, direction, first[0], [c for _, cells in per_set.values() for c in cells],
+                            per_set if len(per_set) > 1 or next(iter(per_set)) else {})
+    summary = SweepSummary(sweep=sweep, swept=swept, metrics=metric_names, rows=rows, best=best,
+                           question_sets=sets)
     summary.gate = sweep_gate(sweep, summary.labels)
     rank_only_on_one_ruler(summary)
     return summary
@@ -268,15 +293,19 @@ def to_csv(summary: SweepSummary) -> str:
     return buffer.getvalue()
 
 
-BEST_COLUMNS = ["metric", "direction", "value", "best_cells", "note"]
+BEST_COLUMNS = ["metric", "direction", "value", "best_cells", "note", "questions"]
 
 
 def best_rows(summary: SweepSummary) -> list[list[Any]]:
-    """The best cell(s) per ranked metric; a nugget-based metric scored against different nugget sets gets no
-    value and its notice in `note` (best.csv and the W&B best table)."""
-    rows: list[list[Any]] = [[b.metric, "max" if b.direction > 0 else "min", b.value, " ".join(b.cells), ""]
-                             for b in summary.best.values()]
-    rows += [[m, "max" if metric_direction(m) > 0 else "min", None, "", summary.gate.notice(m, labels={})]
+    """The best cell(s) per ranked metric, one row per question set when the sweep answered several (`questions`
+    names it); a nugget-based metric scored against different nugget sets gets no value and its notice in `note`
+    (best.csv and the W&B best table)."""
+    rows: list[list[Any]] = []
+    for b in summary.best.values():
+        how = "max" if b.direction > 0 else "min"
+        rows += [[b.metric, how, value, " ".join(cells), "", label]
+                 for label, (value, cells) in (b.per_set or {"": (b.value, b.cells)}).items()]
+    rows += [[m, "max" if metric_direction(m) > 0 else "min", None, "", summary.gate.notice(m, labels={}), ""]
              for m in summary.not_ranked]
     return rows
 
@@ -342,12 +371,17 @@ def to_markdown(summary: SweepSummary) -> str:
         from eval.significance import caption
 
         lines[-2] = caption(summary.significance)
-    header = ["#", "status", *summary.swept, *shown]
+    if summary.set_labels:
+        lines += [f"Question sets: {', '.join(summary.set_labels)}: each column is ranked within each set "
+                  "(cells that answered the same questions), never across them.", ""]
+    by_set = bool(summary.set_labels)
+    header = ["#", "status", *(["questions"] if by_set else []), *summary.swept, *shown]
     lines.append("| " + " | ".join(_md_escape(h) for h in header) + " |")
     lines.append("|" + "---|" * len(header))
     for index, row in enumerate(summary.rows):
         baseline = summary.significance is not None and summary.significance.baseline == row["cell"]
         cells = [f"{index} (baseline)" if baseline else str(index), row["status"],
+                 *([_md_escape(summary.question_sets.get(row["cell"], ""))] if by_set else []),
                  *(_md_escape(str(row[k])) for k in summary.swept)]
         for metric in shown:
             cells.append(_marked(summary, metric, row["cell"], _fmt(row.get(metric))))
@@ -355,13 +389,18 @@ def to_markdown(summary: SweepSummary) -> str:
     lines += not_ranked_markdown(summary)
     labels = {row["cell"]: f"#{i} " + " ".join(f"{k}={row[k]}" for k in summary.swept)
               for i, row in enumerate(summary.rows)}
-    lines += ["", "## Best cell per metric", "", "| metric | best | value | cells |", "|---|---|---|---|"]
-    for best in summary.best.values():
-        names = ", ".join(_md_escape(labels.get(c, c).strip()) for c in best.cells)
-        lines.append(f"| {_md_escape(best.metric)} | {'max' if best.direction > 0 else 'min'} | "
-                     f"{_fmt(best.value)} | {names} |")
+    lines += ["", "## Best cell per metric", "", *(["| metric | questions | best | value | cells |",
+                                                     "|---|---|---|---|---|"] if by_set else
+                                                    ["| metric | best | value | cells |", "|---|---|---|---|"])]
+    for metric, how, value, cells, _, label in best_rows(summary):
+        if metric in summary.not_ranked:
+            continue
+        names = ", ".join(_md_escape(labels.get(c, c).strip()) for c in cells.split())
+        where = [_md_escape(label)] if by_set else []
+        lines.append("| " + " | ".join([_md_escape(metric), *where, how, _fmt(value), names]) + " |")
     for metric in summary.not_ranked:
-        lines.append(f"| {_md_escape(metric)} | not ranked | | {_md_escape(summary.notice(metric))} |")
+        where = " |" if by_set else ""
+        lines.append(f"| {_md_escape(metric)} |{where} not ranked | | {_md_escape(summary.notice(metric))} |")
     if summary.significance is not None:
         from eval.significance import markdown as significance_markdown
 
@@ -394,7 +433,7 @@ def add_significance(summary: SweepSummary, settings: Any = None) -> bool:
         config = settings if isinstance(settings, Settings) else Settings.from_mapping(settings)
         best = {metric: b.cells for metric, b in summary.best.items()}
         summary.significance = compare_cells(summary.sweep, config, best=best, swept=summary.swept,
-                                             gate=summary.gate)
+                                             gate=summary.gate, question_sets=summary.question_sets)
     except ConfigError as err:  # e.g. a baseline that names no cell: one line, the summary without the tests
         log.error("no significance tests: %s", err)
         return False
@@ -415,7 +454,10 @@ def write_files(summary: SweepSummary) -> dict[str, Path]:
         "sweep_dir": str(root), "group": summary.sweep.group, "swept": summary.swept,
         "fixed": summary.sweep.fixed_overrides, "n_cells": len(summary.rows), "n_complete": summary.n_complete,
         "model_loads": summary.model_loads, "llm_configs": summary.llm_configs, "rows": summary.rows,
-        "best": {m: {"direction": b.direction, "value": b.value, "cells": b.cells} for m, b in summary.best.items()},
+        "best": {m: {"direction": b.direction, "value": b.value, "cells": b.cells,
+                     **({"per_set": {k: {"value": v, "cells": c} for k, (v, c) in b.per_set.items()}}
+                        if b.per_set else {})} for m, b in summary.best.items()},
+        "question_sets": summary.question_sets if summary.set_labels else {},
         "not_ranked": not_ranked_json(summary)})
     if summary.agreement_refused:  # an earlier summary's table would contradict the refusal
         for name in ("agreement.csv", "agreement.md", "agreement.png"):
@@ -538,9 +580,12 @@ def best_scalars(summary: SweepSummary) -> dict[str, Any]:
     `not_ranked/<metric>` (its notice) for every one it does not: no best across nugget sets."""
     out: dict[str, Any] = {}
     for best in summary.best.values():
-        if summary.gate.rankable(best.metric):
-            out[f"best/{best.metric}"] = best.value
-            out[f"best_cell/{best.metric}"] = best.cells[0]
+        if not summary.gate.rankable(best.metric):
+            continue
+        for label, (value, cells) in (best.per_set or {"": (best.value, best.cells)}).items():
+            suffix = f"@{label}" if label else ""  # one question set: best/<metric>, as before
+            out[f"best/{best.metric}{suffix}"] = value
+            out[f"best_cell/{best.metric}{suffix}"] = cells[0]
     for metric in summary.gate.not_rankable([*summary.best, *summary.not_ranked]):
         out[f"not_ranked/{metric}"] = summary.notice(metric)
     return out
