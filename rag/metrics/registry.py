@@ -169,6 +169,12 @@ BUILTIN: tuple[MetricSpec, ...] = (
     # -- answers and retrieval (rag/pipeline.py metrics()) --
     _s("answer/{metric}/{split}", "per_answer", "answer string metric vs the gold answer (token F1, exact match), "
        "mean over answers with a gold answer", UNIT, True, metric="f1|em"),
+    _s("recall/used{mode}/{split}", "per_answer", "share of gold documents among the passages an answer was "
+       "written from (the prompt's, or every passage a multi-step strategy's own searches returned; _any, _all "
+       "as for recall@k), mean over questions with gold documents", UNIT, True),
+    _s("passages/used/{split}", "counter", "passages an answer was written from (the prompt's, or every "
+       "passage a multi-step strategy's searches returned), mean over questions with gold documents", NONNEG,
+       None),
     _s("recall/{stage}@{k}{mode}/{split}", "per_answer", "share of gold documents in the top k of a stage "
        "(_any: at least one found, _all: all found), mean over questions with gold documents", UNIT, True),
     _s("ir/{stage}/{measure}/{split}", "per_answer", "a trec_eval measure (ir-measures' name: nDCG@10, RR@10, "

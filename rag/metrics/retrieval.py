@@ -110,3 +110,30 @@ class GoldRecall(AnswerMetric):
     def metric_specs(self) -> list[MetricSpec]:
         """The registry's own recall entry (it also names `metrics.recall_at`'s cutoffs)."""
         return [s for s in BUILTIN if s.pattern == "recall/{stage}@{k}{mode}/{split}"]
+
+
+class UsedRecall(AnswerMetric):
+    """Gold-document recall of the passages an answer was written from (`conf/metrics/used_recall.yaml`): the
+    prompt's passages after a strategy's own filter (TrustRAG's), or every passage IterDRAG's follow-ups and the
+    search loops' own searches returned, which the stage recalls cannot see. `recall_used`, `_any`, `_all` per
+    answer and `passages_used`, their count; run means `recall/used[_any|_all]/<split>` and
+    `passages/used/<split>`."""
+
+    def __init__(self, name: str = "used_recall"):
+        super().__init__(name)
+
+    def score(self, item: ScoredAnswer) -> dict[str, float]:
+        gold = item.question.gold_doc_ids
+        if not gold:
+            return {}
+        used = item.context if item.used is None else item.used
+        frac, any_found, all_found = gold_found(gold, used, len(used))
+        return {"recall_used": frac, "recall_used_any": any_found, "recall_used_all": all_found,
+                "passages_used": float(len(used))}
+
+    def run_metrics(self, shape: RunShape) -> dict[str, str]:
+        return {"recall_used": "recall/used", "recall_used_any": "recall/used_any",
+                "recall_used_all": "recall/used_all", "passages_used": "passages/used"}
+
+    def metric_specs(self) -> list[MetricSpec]:
+        return [s for s in BUILTIN if s.pattern in ("recall/used{mode}/{split}", "passages/used/{split}")]

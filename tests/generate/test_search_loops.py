@@ -392,7 +392,8 @@ def test_rag_main_runs_each_loop_with_metrics(name, hotpot_data, tmp_path):
         env = rag_env(tmp_path, OPENAI_BASE_URL=endpoint.url, OPENAI_MODEL=endpoint.model,
                       OPENAI_API_KEY="instant-endpoint-accepts-any-key")
         proc = rag_main([f"generator={name}", "dataset=hotpotqa", "dataset.limit=1", "llm=openai_compatible",
-                         "logger=none", f"hydra.run.dir={tmp_path / 'run'}"], env, timeout=600)
+                         "metrics=[f1,recall,used_recall]", "logger=none", f"hydra.run.dir={tmp_path / 'run'}"],
+                        env, timeout=600)
         asked = [r for r in endpoint.requests if "completions" in r["path"]]
     out = proc.stdout + proc.stderr
     assert proc.returncode == 0, out[-3000:]
@@ -412,3 +413,8 @@ def test_rag_main_runs_each_loop_with_metrics(name, hotpot_data, tmp_path):
     # the cited passages are what the loop retrieved
     assert record["context"] == steps["passage_ids"]
     assert {p["doc_IDs"][0] for p in record["passages"]} == set(steps["doc_ids"])
+    # metrics=used_recall: gold recall of every passage the loop's searches returned, and their count
+    gold = record["gold_doc_ids"]
+    assert gold and metrics["recall/used/all"] == pytest.approx(
+        sum(d in set(steps["doc_ids"]) for d in gold) / len(gold), abs=1e-6)
+    assert metrics["passages/used/all"] == len(steps["passage_ids"])
