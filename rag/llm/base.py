@@ -256,6 +256,12 @@ class LLMEngine(ABC):
         every request as it is; engines that know their context size (an OpenAI-compatible server) cut here."""
         return request, False
 
+    def overflow(self, request: LLMRequest) -> int:
+        """Tokens by which the request (with its `max_tokens`) exceeds the engine's context: what `fit` would cut.
+        0 when it fits or the engine does not know its context. A strategy that can shorten its own prompt by its
+        method's means (IterDRAG: fewer demonstrations, fewer passages per search) asks this before `fit` cuts."""
+        return 0
+
     def _render_chat(self, messages: list[dict[str, str]]) -> str:
         """Fallback rendering for the cache key and logs when the backend applies its own template."""
         return "\n".join(f"<|{m['role']}|>\n{m['content']}" for m in messages)

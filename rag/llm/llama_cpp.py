@@ -395,6 +395,16 @@ class LlamaCppEngine(LLMEngine):
         log.warning("prompt of %d tokens cut to %d to fit n_ctx=%d", sum(counts), sum(counts) - excess, self.n_ctx)
         return LLMRequest(messages=messages, params=request.params, stop_plain=request.stop_plain), True
 
+    def overflow(self, request: LLMRequest) -> int:
+        """Tokens over `n_ctx` (with max_tokens and the margins `fit` and `_fit` keep), counted as they count."""
+        tokenizer = self._tokenizer()
+        max_tokens = request.params.max_tokens
+        if self.uses_plain_text():
+            prompt = self._plain.render(request.messages)
+            return max(0, len(tokenizer.tokenize(prompt.encode("utf-8"), add_bos=False)) - (self.n_ctx - max_tokens - 8))
+        counts = [len(tokenizer.tokenize(m["content"].encode("utf-8"), add_bos=False)) for m in request.messages]
+        return max(0, sum(counts) - (self.n_ctx - max_tokens - 8 - CHAT_TOKENS_PER_MESSAGE * len(counts)))
+
     def _fit(self, prompt: str, max_tokens: int, quiet: bool = False) -> tuple[str, bool]:
         """Cut the middle of an over-long prompt so the instructions (head) and question (tail) survive."""
         tokenizer = self._tokenizer()

@@ -221,6 +221,16 @@ class OpenAICompatibleEngine(ConcurrentAPIEngine):
                 return int(entry["max_model_len"])
         return None
 
+    def overflow(self, request: LLMRequest) -> int:
+        """Tokens over the context, estimated as `fit` estimates them (BYTES_PER_TOKEN bytes per token)."""
+        n_ctx = self.context_size()
+        if not n_ctx:
+            return 0
+        rendered = self._plain.render(request.messages) if self.uses_plain_text() else \
+            self._render_chat(request.messages)
+        budget = n_ctx - request.params.max_tokens - self.CONTEXT_MARGIN
+        return max(0, -(-(len(rendered.encode("utf-8")) - budget * self.BYTES_PER_TOKEN) // self.BYTES_PER_TOKEN))
+
     def fit(self, request: LLMRequest) -> tuple[LLMRequest, bool]:
         """Cut the middle of the longest message (the passages, in RAG prompts) so the prompt fits the context:
         the head quarter (instructions) and the tail (the question) survive, as the in-process engine cuts."""

@@ -267,6 +267,13 @@ class VLLMEngine(LLMEngine):
     def _render_chat(self, messages: list[dict[str, str]]) -> str:
         return self._prompt_text(messages)
 
+    def overflow(self, request: LLMRequest) -> int:
+        """Tokens over `max_model_len` (with max_tokens and the margin `fit` keeps)."""
+        max_len = self.engine_args["max_model_len"]
+        if not max_len:
+            return 0
+        return max(0, self._count(request.messages) - (max_len - request.params.max_tokens - CONTEXT_MARGIN))
+
     def fit(self, request: LLMRequest) -> tuple[LLMRequest, bool]:
         """Cut the middle of the longest message (the passages, in RAG prompts) by tokens so that the prompt
         and `max_tokens` fit `max_model_len` (vLLM refuses a longer prompt, failing the whole batch)."""
