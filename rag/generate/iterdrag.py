@@ -11,7 +11,12 @@ unfinished question needs next:
   left one empty, the prompt ends in "So the final answer is:" and the model must answer.
 
 The context keeps retrieval order (no reordering, `uses_ordering` is False): the input passages, then each
-sub-query's new passages. Unparseable final output (empty) falls back to the last intermediate answer
+sub-query's new passages. A prompt longer than the engine's context is fitted by the method's own parameters
+(`fit_window`, on by default): the paper's configuration is its number of demonstrations m and of documents per
+retrieval k, chosen for a context budget by its computation allocation model (not fitted here). Our order, not the
+paper's: the demonstrations are dropped first (they are the same for every question), then the passages kept from
+each retrieval (the question's own and every sub-query's) are cut to the same top k', the chain never; each call's fit is stored in its `steps.calls` entry (`fitted`), and only a prompt that does not fit with
+no demonstration and one passage per retrieval is left to the engine's middle cut. Unparseable final output (empty) falls back to the last intermediate answer
 (`fallback="last_intermediate_answer"`), else `"empty_output"`.
 """
 
@@ -39,6 +44,8 @@ class _Chain:
 
     item: GenerationInput
     passages: list[ScoredPassage]
+    #: the passages each retrieval added, in order (the question's own first): what a window fit cuts per search
+    batches: list[list[ScoredPassage]] = field(default_factory=list)
     phase: str = "next"
     chain: list[dict[str, Any]] = field(default_factory=list)
     pending_query: str | None = None
@@ -50,10 +57,19 @@ class _Chain:
 
     def add_passages(self, new: list[ScoredPassage]) -> None:
         seen = {p.passage.passage_id for p in self.passages}
+        added = []
         for p in new:
             if p.passage.passage_id not in seen:
-                self.passages.append(p)
+                added.append(p)
                 seen.add(p.passage.passage_id)
+        self.passages += added
+        self.batches.append(added)
+
+    def kept(self, per_search: int | None) -> list[ScoredPassage]:
+        """The passages in retrieval order, each retrieval's top `per_search` (all: None)."""
+        if per_search is None:
+            return list(self.passages)
+        return [p for batch in self.batches for p in batch[:per_search]]
 
 
 class IterDRAGGenerator(MultiStepGenerator):
@@ -61,11 +77,13 @@ class IterDRAGGenerator(MultiStepGenerator):
     default_prompts = {"iterdrag": "iterdrag"}
 
     def __init__(self, max_iterations: int = 5, num_demos: int = 4, subquery_max_tokens: int = 64,
-                 intermediate_max_tokens: int = 128, **kwargs: Any):
+                 intermediate_max_tokens: int = 128, fit_window: bool = True, **kwargs: Any):
         super().__init__(**kwargs)
         if max_iterations < 0 or num_demos < 0:
             raise ValueError("generator.max_iterations and generator.num_demos must be >= 0")
         self.max_iterations, self.num_demos = max_iterations, num_demos
+        #: fit an over-long prompt by fewer demonstrations, then fewer passages per retrieval (module docstring)
+        self.fit_window = fit_window
         self.subquery_max_tokens, self.intermediate_max_tokens = subquery_max_tokens, intermediate_max_tokens
 
     @property
@@ -73,8 +91,30 @@ class IterDRAGGenerator(MultiStepGenerator):
         return False
 
     # -- prompts ----------------------------------------------------------------------------------------------
-    def request_for(self, template: PromptTemplate, state: _Chain) -> LLMRequest:
-        """The prompt for the state's current phase: demonstrations, context, question, chain, cue."""
+    def request_for(self, template: PromptTemplate, state: _Chain, engine: Any = None
+                    ) -> tuple[LLMRequest, dict[str, Any] | None]:
+        """The prompt for the state's current phase (demonstrations, context, question, chain, cue), fitted to
+        the engine's context when `fit_window` (module docstring), and the fit made (None: the full prompt)."""
+        demos = len(list(template.extra.get("demonstrations", []))[: self.num_demos])
+        request = self.build_request(template, state, demos, None)
+        if not self.fit_window or engine is None or engine.overflow(request) <= 0:
+            return request, None
+        over = engine.overflow(request)
+        for keep in range(demos - 1, -1, -1):
+            request = self.build_request(template, state, keep, None)
+            if engine.overflow(request) <= 0:
+                return request, {"demonstrations": keep, "passages_per_retrieval": None, "over_tokens": over}
+        widest = max((len(b) for b in state.batches), default=0)
+        for per_search in range(widest - 1, 0, -1):
+            request = self.build_request(template, state, 0, per_search)
+            if engine.overflow(request) <= 0:
+                return request, {"demonstrations": 0, "passages_per_retrieval": per_search, "over_tokens": over}
+        return request, {"demonstrations": 0, "passages_per_retrieval": min(widest, 1), "over_tokens": over,
+                         "still_over": engine.overflow(request)}
+
+    def build_request(self, template: PromptTemplate, state: _Chain, demos: int, per_search: int | None
+                      ) -> LLMRequest:
+        """The phase's prompt with the first `demos` demonstrations and each retrieval's top `per_search`."""
         phase = state.phase
         cue = {"next": "", "intermediate": f"{FOLLOW_UP} {state.pending_query}\n{INTERMEDIATE}",
                "final": FINAL}[phase]
@@ -82,10 +122,10 @@ class IterDRAGGenerator(MultiStepGenerator):
                       "final": self.max_tokens}[phase]
         stop_plain = template.extra.get("stop_plain_steps", {}).get(phase, template.stop_plain)
         stop = template.extra.get("stop_steps", {}).get(phase, ())
-        demos = list(template.extra.get("demonstrations", []))[: self.num_demos]
-        return self.step_request(template, max_tokens, stop=stop, stop_plain=stop_plain, demos=demos,
-                                 passages=passage_views(state.passages), question=state.item.question.question,
-                                 chain=state.chain, cue=cue)
+        examples = list(template.extra.get("demonstrations", []))[:demos]
+        return self.step_request(template, max_tokens, stop=stop, stop_plain=stop_plain, demos=examples,
+                                 passages=passage_views(state.kept(per_search)),
+                                 question=state.item.question.question, chain=state.chain, cue=cue)
 
     # -- transitions ------------------------------------------------------------------------------------------
     def after_next(self, state: _Chain, text: str) -> None:
@@ -148,18 +188,20 @@ class IterDRAGGenerator(MultiStepGenerator):
     # -- the loop ---------------------------------------------------------------------------------------------
     def generate(self, items: list[GenerationInput], ctx: GenerationContext) -> list[GenerationResult]:
         template = self.template("iterdrag")
-        states = [_Chain(item, list(item.passages), phase="next" if self.max_iterations > 0 else "final")
-                  for item in items]
+        states = [_Chain(item, list(item.passages), [list(item.passages)],
+                         phase="next" if self.max_iterations > 0 else "final") for item in items]
         round_no = 0
         while active := [s for s in states if s.phase != "done"]:
             round_no += 1
-            requests = [self.request_for(template, s) for s in active]
+            fitted = [self.request_for(template, s, ctx.engine) for s in active]
+            requests = [request for request, _ in fitted]
             outputs = self.run_step(ctx, requests, f"iterdrag round {round_no}")
             to_retrieve = []
-            for state, request, completion in zip(active, requests, outputs):
+            for state, request, (_, fit), completion in zip(active, requests, fitted, outputs):
                 phase = state.phase
                 state.last_request = request
-                state.calls.append({"round": round_no, "phase": phase, **output_record(completion)})
+                state.calls.append({"round": round_no, "phase": phase, **output_record(completion),
+                                    **({"fitted": fit} if fit else {})})
                 if phase == "next":
                     self.after_next(state, completion.text)
                     if state.phase == "intermediate":
@@ -177,6 +219,7 @@ class IterDRAGGenerator(MultiStepGenerator):
             steps = {"chain": state.chain, "sub_queries": [s["query"] for s in state.chain],
                      "intermediate_answers": [s["answer"] for s in state.chain],
                      "calls": state.calls, "stop_reason": state.stop_reason, "llm_calls": len(state.calls),
+                     "window_fits": sum("fitted" in c for c in state.calls),
                      "retrieval": "run retriever" if ctx.retrieve is not None else "unavailable",
                      "passage_ids": [p.passage.passage_id for p in state.passages]}
             results.append(GenerationResult(

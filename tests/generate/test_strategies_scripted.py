@@ -447,3 +447,68 @@ def test_real_questions_pass_through_every_strategy_with_scripted_output(monkeyp
         assert log.n == batches and all(n == len(items) for _, n in log.calls), gen.name
         assert [(r.answer, r.fallback) for r in results] == [(answer, fallback)] * len(items), gen.name
     assert len(dev_questions()) > 100
+
+
+class _WindowedEngine(ScriptedEngine):
+    """A scripted engine with a context of `window` words (max_tokens counted as words), so a long IterDRAG
+    prompt must be fitted: what the real engines' `overflow` reports in tokens."""
+
+    def __init__(self, respond, window: int):
+        super().__init__(respond)
+        self.window = window
+
+    def overflow(self, request) -> int:
+        return max(0, len(self.render(request).split()) + request.params.max_tokens - self.window)
+
+
+def _long(n: int, tag: str) -> list[str]:
+    return [f"{tag} passage {i} " + "filler " * 40 for i in range(n)]
+
+
+def _fit_reply(prompt: str, _request) -> str:
+    if prompt.endswith("So the final answer is:"):
+        return " Forced answer"
+    if prompt.endswith("Intermediate answer:"):
+        return " sub answer"
+    return f"Follow up: step {prompt.count('Intermediate answer: sub answer') + 1}?"
+
+
+def test_iterdrag_fits_its_window_by_demonstrations_then_passages_per_retrieval():
+    """fit_window: a prompt over the context loses demonstrations first, then each retrieval keeps the same top
+    k' passages (the question's own and every sub-query's), never the chain; a prompt that fits is unchanged."""
+    searched = iter(range(100))
+
+    def retrieve(queries):
+        return [[ScoredPassage(Passage(f"s{n}-{i}", f"d{n}-{i}", text), 1.0, i + 1)
+                 for i, text in enumerate(_long(4, f"search{n}"))] for n in (next(searched) for _ in queries)]
+
+    item = _item("1", "Q1?", _long(4, "own"))
+    wide = IterDRAGGenerator(max_iterations=3, num_demos=2)
+    (full,) = wide.generate([item], GenerationContext(engine=ScriptedEngine(_fit_reply), retrieve=retrieve))
+    assert full.steps["window_fits"] == 0 and len(full.passages) == 16
+
+    searched = iter(range(100))
+    engine = _WindowedEngine(_fit_reply, window=700)
+    (fitted,) = wide.generate([item], GenerationContext(engine=engine, retrieve=retrieve))
+    assert fitted.steps["sub_queries"] == full.steps["sub_queries"]  # the chain is never cut
+    fits = [c.get("fitted") for c in fitted.steps["calls"]]
+    assert fits[0] is None and fitted.steps["window_fits"] == sum(f is not None for f in fits) >= 2
+    first = next(f for f in fits if f)
+    assert first["demonstrations"] < 2 and first["over_tokens"] > 0
+    cut = [f for f in fits if f and f["passages_per_retrieval"]]
+    assert cut and all(f["demonstrations"] == 0 for f in cut)
+    for prompt, fit in zip(engine.prompts, fits):
+        assert len(prompt.split()) <= 700  # every prompt fitted
+        if fit and fit["passages_per_retrieval"]:
+            k = fit["passages_per_retrieval"]
+            assert "Carmen" not in prompt  # no demonstration left
+            assert "own passage 0" in prompt and f"own passage {k}" not in prompt
+            assert "search0 passage 0" in prompt and f"search0 passage {k}" not in prompt
+    assert "Follow up: step 1?" in engine.prompts[-1] and engine.prompts[-1].endswith("So the final answer is:")
+
+
+def test_iterdrag_without_fit_window_leaves_the_prompt_to_the_engine():
+    engine = _WindowedEngine(_fit_reply, window=300)
+    gen = IterDRAGGenerator(max_iterations=1, num_demos=2, fit_window=False)
+    (r,) = gen.generate([_item("1", "Q1?", _long(4, "own"))], GenerationContext(engine=engine))
+    assert r.steps["window_fits"] == 0 and "Carmen" in engine.prompts[0]
