@@ -205,6 +205,25 @@ def _attacked_cells(ran) -> None:
             assert metrics["attack/poisoned_recall/retrieved/all"] > 0.5, cell.name
 
 
+def _multihop_cells(ran) -> None:
+    """The multi-hop sweep: 3 datasets x 8 strategies on multi-document questions only, each dataset ranked on its
+    own questions, every cell scored on what its answers were written from, and every loop's searches counted."""
+    import json
+
+    sweep = ran.sweep_dir()
+    summary = json.loads((sweep / "summary.json").read_text())
+    assert sorted(set(summary["question_sets"].values())) == [
+        "hotpotqa (multi-hop)", "liverag_dev (multi-hop)", "musique (multi-hop)"], summary["question_sets"]
+    assert len(summary["best"]["answer/f1/all"]["per_set"]) == 3
+    for cell in sorted(p for p in sweep.iterdir() if p.is_dir() and p.name[:1].isdigit()):
+        metrics = json.loads((cell / "metrics.json").read_text())
+        assert "recall/used/all" in metrics and "passages/used/all" in metrics, cell.name
+        hops = {json.loads(line)["hop"] for line in (cell / "answers.jsonl").open()}
+        assert hops == {"multi"}, (cell.name, hops)
+        if any(f"generator={loop}" in cell.name for loop in ("ircot", "search_o1", "search_r1")):
+            assert "loop/searches_per_question" in metrics, cell.name
+
+
 def _leaderboard_cells(ran) -> None:
     """Each system of the leaderboard sweep ran on the stand-ins (substitutions=embedded swapped the hosted indexes
     and GPU models), names itself for the report, and the query stage's queries reach the answer records."""
@@ -423,6 +442,9 @@ ROWS.update({
         why=INSTANT_FULL + "; the attacker's target answers and texts come from it as well", model="instant",
         makes="poisoning_sweep", timeout=1800,
         checks=[cells(32, 30), files("summary.md", where="sweep"), custom(_attacked_cells)]),
+    "python -m rag.main -m experiment=multihop": Run(
+        why=INSTANT_FULL, model="instant", timeout=1800,
+        checks=[cells(24, 4), files("summary.md", "best.csv", where="sweep"), custom(_multihop_cells)]),
     "python -m rag.report <the poisoning sweep folder>": Run(
         fills={"<the poisoning sweep folder>": "{poisoning_sweep}"},
         checks=[files_in("poisoning_sweep", "report/attack.png", "report/attack.csv")]),
