@@ -7,10 +7,6 @@ BIN := $(VENV)/bin
 export RAG_DATA_DIR ?= $(abspath ../shared/data)
 export HF_HUB_OFFLINE := 1
 EXTRAS ?= cpu,services,dev
-comma := ,
-# the extras installed while llama.cpp compiles: all but `cpu`, whose packages other than llama-cpp-python go in
-# beside them (read from setup.cfg's cpu extra)
-OTHER_EXTRAS = $(subst $(eval) ,$(comma),$(filter-out cpu,$(subst $(comma), ,$(EXTRAS))))
 # llama.cpp's default (native) build enables AMX kernels on Xeons that report AMX, and those kernels crash there
 # (segmentation fault in ggml_backend_amx_mul_mat on our 2-core VMs). Build a portable AVX2 wheel instead, once
 # per machine, into a wheel folder named by these flags (pip's own cache would hand back a native build).
@@ -41,25 +37,18 @@ setup: $(STAMP)
 $(STAMP): setup.cfg constraints/cpu.txt Makefile
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade pip wheel setuptools
-	# llama-cpp-python compiles from source once per machine (see LLAMA_CMAKE_ARGS and LLAMA_PATCH), in the
-	# background while pip installs everything else (downloads and unpacking beside a compile: docs/benchmarks.md,
-	# "Fresh machine"); its log is printed only if it fails. torch first, pinned: the local CPU build (plain `torch`
-	# would download gigabytes of CUDA)
-	( $(call build_llama_wheel,$(BIN)/pip) ) > $(VENV)/llama-wheel.log 2>&1 & build=$$!; \
-	  { $(BIN)/pip install -q torch==2.13.0 && \
-	    sed -n '/^cpu =/,/^[^ ]/p' setup.cfg | sed -n 's/^    \([^#].*\)/\1/p' | grep -v '^llama-cpp-python' \
-	      > $(VENV)/cpu-without-llama.txt && \
-	    $(BIN)/pip install -q -c constraints/cpu.txt -r $(VENV)/cpu-without-llama.txt \
-	      $(if $(OTHER_EXTRAS),-e ".[$(OTHER_EXTRAS)]",-e .) --config-settings editable_mode=compat && \
-	    $(BIN)/pip install -q --no-deps autojudge-evaluate==1.1.0; }; installed=$$?; \
-	  wait $$build || { cat $(VENV)/llama-wheel.log; exit 1; }; exit $$installed
+	# torch first, pinned: the local CPU build (plain `torch` would download gigabytes of CUDA)
+	$(BIN)/pip install -q torch==2.13.0
+	# llama-cpp-python compiles from source once per machine (see LLAMA_CMAKE_ARGS and LLAMA_PATCH)
+	$(call build_llama_wheel,$(BIN)/pip)
 	$(BIN)/pip install -q --no-deps --force-reinstall $(WHEEL_DIR)/llama_cpp_python-$(LLAMA_VERSION)-*.whl
 	# compat: the checkout goes on sys.path (a .pth file), so Hydra finds the project's plugins (hydra_plugins/)
 	# from any working directory; setuptools' default editable finder hides that namespace from plugin discovery
-	# ("Unknown plugin class ... CheckedSweeper" outside the checkout). Everything but llama.cpp's server extra is
-	# in place by now. autojudge-evaluate (above): TREC AutoJudge's evaluator, for the tests that check tau_ap_b
-	# against its pyircore copy, without its dependencies (a heavy command-line stack): they load one file.
+	# ("Unknown plugin class ... CheckedSweeper" outside the checkout)
 	$(BIN)/pip install -q -c constraints/cpu.txt -e ".[$(EXTRAS)]" --config-settings editable_mode=compat
+	# TREC AutoJudge's evaluator, for the tests that check tau_ap_b against its pyircore copy; without its
+	# dependencies (a heavy command-line stack): the tests load that one numpy/scipy file
+	$(BIN)/pip install -q --no-deps autojudge-evaluate==1.1.0
 	touch $(STAMP)
 
 demo: setup
