@@ -10,6 +10,11 @@ The run id is the cell's name, the measure the evaluation's name (`judge/liverag
 `nuggets/vital_strict`, `scores/ir/retrieval/nDCG@10`...); which evaluations: every per-answer one present in all
 cells (`eval.agreement.present_evaluations`), or those matching the given glob patterns.
 
+A run's `all` row is its mean over its topics, so runs rank on it only where they answered the same topics. A sweep
+over several question sets (`dataset=hotpotqa,musique`; `rag.sweep.question_sets`) gets one folder of leaderboards
+per set, `leaderboards/<set>/<evaluation>.txt`, each holding that set's cells only; a sweep of one set writes
+`leaderboards/<evaluation>.txt` as before.
+
 A leaderboard is a ranking, so only of an evaluation the sweep's comparability gate lets rank
 (`rag.judge.nugget_sets.NuggetSetGate`, the summary's): a nugget-based evaluation whose cells scored some topic
 against different nugget sets gets no file (a stale one of an earlier write is removed, since autojudge-evaluate
@@ -28,6 +33,7 @@ from pathlib import Path
 from rag.core.hashing import slug
 from rag.core.io import atomic_write_text
 from rag.sweep.cells import load_sweep
+from rag.sweep.question_sets import question_sets
 
 log = logging.getLogger(__name__)
 
@@ -66,28 +72,38 @@ def _file(out: Path, evaluation: str) -> Path:
 def write_leaderboards(sweep_dir: str | Path, patterns: Sequence[str] = (), out_dir: str | Path | None = None
                        ) -> dict[str, Path]:
     """One leaderboard file per evaluation of the sweep's complete cells that the gate lets rank (evaluation ->
-    file), atomically; the notices of the others in `NOT_RANKED_FILE` (key `not_ranked`), none when all rank."""
+    file; `evaluation@set` -> a question set's file when the sweep answered several), atomically; the notices of
+    the others in `NOT_RANKED_FILE` (key `not_ranked`), none when all rank."""
     from eval.agreement import evaluation_kind, load_run, present_evaluations
     from rag.sweep.gate import sweep_gate
 
     sweep = load_sweep(sweep_dir)
-    runs = [load_run(c.dir, c.name) for c in sweep.cells if c.complete and c.run.has_answers]
+    cells = [c for c in sweep.cells if c.complete and c.run.has_answers]
+    runs = [load_run(c.dir, c.name) for c in cells]
     names = [e for e in present_evaluations(runs) if evaluation_kind(e) in (None, "per_answer")]
     if patterns:
         names = [e for e in names if any(fnmatch.fnmatchcase(e, p) for p in patterns)]
     out = Path(out_dir) if out_dir else sweep.dir / LEADERBOARD_DIR
-    gate = sweep_gate(sweep)
+    sets = question_sets(cells)
+    gate = sweep_gate(sweep, question_sets=sets)
+    by_set: dict[str, list] = {}
+    for run in runs:
+        by_set.setdefault(sets.get(run.name, ""), []).append(run)
+    folders = {label: out / slug(label) if label else out for label in by_set}
     written: dict[str, Path] = {}
     notices = []
     for evaluation in names:
         if not gate.rankable(evaluation):
             notices.append(gate.notice(evaluation))
-            _file(out, evaluation).unlink(missing_ok=True)
+            for folder in folders.values():
+                _file(folder, evaluation).unlink(missing_ok=True)
             continue
-        lines = leaderboard_lines(runs, evaluation)
-        if lines:
-            written[evaluation] = _file(out, evaluation)
-            atomic_write_text(written[evaluation], "\n".join(lines) + "\n")
+        for label, members in by_set.items():
+            lines = leaderboard_lines(members, evaluation)
+            if lines:
+                key = f"{evaluation}@{label}" if label else evaluation
+                written[key] = _file(folders[label], evaluation)
+                atomic_write_text(written[key], "\n".join(lines) + "\n")
     (out / NOT_RANKED_FILE).unlink(missing_ok=True)
     if notices:
         log.warning("no AutoJudge leaderboard for %d evaluation(s) scored against different nugget sets: %s",

@@ -45,6 +45,8 @@ class Judgment:
     verdict: str | None
     attempts: int = 0
     raw: str = ""
+    #: the question set of the topic (`rag.sweep.question_sets`; "" when the sweep answered one)
+    questions: str = ""
 
     @property
     def winner(self) -> str | None:
@@ -59,12 +61,13 @@ class Judgment:
     def to_json(self) -> dict[str, Any]:
         return {"topic": self.topic, "pair": self.pair, "order": self.order, "cell_a": self.cell_a,
                 "cell_b": self.cell_b, "verdict": self.verdict, "winner": self.winner, "attempts": self.attempts,
-                "raw": self.raw}
+                "raw": self.raw, "questions": self.questions}
 
     @classmethod
     def from_json(cls, row: Mapping[str, Any]) -> Judgment:
         return cls(str(row["topic"]), int(row["pair"]), int(row["order"]), str(row["cell_a"]), str(row["cell_b"]),
-                   row.get("verdict"), int(row.get("attempts") or 0), str(row.get("raw") or ""))
+                   row.get("verdict"), int(row.get("attempts") or 0), str(row.get("raw") or ""),
+                   str(row.get("questions") or ""))
 
 
 def topic_scores(judgments: Sequence[Judgment]) -> dict[str, dict[str, float]]:
@@ -115,7 +118,10 @@ def summary_line(sweep_dir: str | Path) -> str | None:
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
         rates, cells = data["rates"], data["cells"]
-        ranking = " > ".join(f"`{c['cell']}` {c['rating']:.0f}" for c in cells)
+        by_set: dict[str, list[str]] = {}
+        for c in cells:  # ranked within each question set (eval.battles), sets in sweep order
+            by_set.setdefault(str(c.get("questions") or ""), []).append(f"`{c['cell']}` {c['rating']:.0f}")
+        ranking = "; ".join(f"{label + ': ' if label else ''}{' > '.join(ranked)}" for label, ranked in by_set.items())
     except (OSError, ValueError, KeyError, TypeError) as err:
         return f"Battles: `{path}` unreadable ({err})  "
 

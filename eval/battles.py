@@ -6,7 +6,9 @@ two systems' responses side by side, identities hidden, presentation order rando
 This runs that protocol over a finished sweep's complete cells, with the project's engines:
 
 1. schedule: per topic (question id), every pair of the cells that answered it, or `pairs_per_topic` pairs of a
-   balanced schedule (the pair list shuffled once with `seed`, topic k taking the next N pairs round-robin, so every
+   balanced schedule; a sweep over several question sets (`dataset=hotpotqa,musique`: `rag.sweep.question_sets`)
+   is scheduled and rated within each set, since cells that share no topic never meet and Bradley-Terry strengths
+   of two unconnected groups have no common origin (the pair list shuffled once with `seed`, topic k taking the next N pairs round-robin, so every
    pair is judged floor or ceil of topics * N / pairs times); which cell is shown first is drawn with `seed`;
 2. judge: every pair in BOTH orders (A/B, then swapped), the prompt `eval/prompts/battle.yaml` (no cell names in
    it), one batch through the engine's response cache (`rag.llm.cache.ResponseCache`, so a rerun resumes), re-asks of
@@ -16,7 +18,8 @@ This runs that protocol over a finished sweep's complete cells, with the project
    Arena's scale (1000 + 400 * log10 strength, centred), with percentile intervals from a bootstrap over topics;
    Elo as ragnarok defines it beside them (`elo_ratings`); the tie rate, the position-bias rate and the judge's
    self-consistency across the two orders (`order_rates`);
-4. write `SWEEP/battles/battles.jsonl` (one line per judgment), `ratings.csv`, `ratings.json`, atomically, and the
+4. write `SWEEP/battles/battles.jsonl` (one line per judgment, with its question set), `ratings.csv` and `ratings.json`
+   (ranks within each set, a `questions` column naming it), atomically, and the
    sweep summary again, whose agreement table then has the battle ranking (`battles/score`) as one more evaluation.
 
 Ties in Bradley-Terry. `davidson` (the default; R. R. Davidson, "On extending the Bradley-Terry model to accommodate
@@ -142,12 +145,15 @@ class Matchup:
     pair: int
     first: str
     second: str
+    #: the question set's label (`rag.sweep.question_sets`; "" when the sweep answered one)
+    questions: str = ""
 
 
 def schedule(topics: Mapping[str, Sequence[str]], pairs_per_topic: int | None = None,
-             seed: int = 0) -> list[Matchup]:
-    """The matchups: per topic (in the given order) every pair of the cells that answered it, or `pairs_per_topic`
-    pairs of a balanced schedule. Which cell is shown first is drawn with `seed` (`random.Random`)."""
+             seed: int = 0, questions: str = "") -> list[Matchup]:
+    """The matchups of one question set (`questions`, its label): per topic (in the given order) every pair of the
+    cells that answered it, or `pairs_per_topic` pairs of a balanced schedule. Which cell is shown first is drawn
+    with `seed` (`random.Random`)."""
     if pairs_per_topic is not None and pairs_per_topic < 1:
         raise ConfigError(f"battle.pairs_per_topic={pairs_per_topic}: at least 1 (or null: every pair)")
     rng = random.Random(seed)
@@ -170,7 +176,7 @@ def schedule(topics: Mapping[str, Sequence[str]], pairs_per_topic: int | None = 
                     chosen.append(pair)
         for index, (x, y) in enumerate(chosen):
             first, second = (x, y) if rng.random() < 0.5 else (y, x)
-            out.append(Matchup(topic, index, first, second))
+            out.append(Matchup(topic, index, first, second, questions))
     return out
 
 
@@ -208,7 +214,7 @@ class BattleJudge:
                                  answers[b][m.topic].answer) for m, _o, a, b in shown]
         asked = ask_with_retries(engine, requests, lambda _i, text: parse_verdict(text), self.max_retries,
                                  self.retry_temperature, desc="battles")
-        return [Judgment(m.topic, m.pair, order, a, b, got.value, got.attempts, got.raw)
+        return [Judgment(m.topic, m.pair, order, a, b, got.value, got.attempts, got.raw, m.questions)
                 for (m, order, a, b), got in zip(shown, asked)]
 
 
@@ -390,6 +396,8 @@ class Ratings:
     n_topics: int
     ci_reason: str = ""
     confidence: float = 0.95
+    #: the question set these cells answered (`rag.sweep.question_sets`; "" when the sweep answered one)
+    questions: str = ""
 
     def rows(self) -> list[dict[str, Any]]:
         """ratings.csv: one row per cell, best Bradley-Terry rating first."""
@@ -399,7 +407,8 @@ class Ratings:
             cell = self.cells[i]
             lo, hi = self.intervals[cell]
             elo_lo, elo_hi = self.elo_intervals[cell]
-            rows.append({"rank": rank, "cell": cell, "rating": float(self.fit.ratings[i]), "rating_lo": lo,
+            rows.append({"questions": self.questions, "rank": rank, "cell": cell,
+                         "rating": float(self.fit.ratings[i]), "rating_lo": lo,
                          "rating_hi": hi, "log_strength": float(self.fit.theta[i]), "elo": self.elo[cell],
                          "elo_lo": elo_lo, "elo_hi": elo_hi, **self.record[cell]})
         return rows
@@ -409,8 +418,10 @@ def _games(judgments: Iterable[Judgment], index: Mapping[str, int]) -> list[tupl
     return [(index[j.cell_a], index[j.cell_b], j.score_a) for j in judgments if j.score_a is not None]
 
 
-def rate(cells: Sequence[str], judgments: Sequence[Judgment], settings: Settings | None = None) -> Ratings:
-    """Bradley-Terry (with `settings.tie_model`) and Elo ratings of `cells`, with percentile intervals from
+def rate(cells: Sequence[str], judgments: Sequence[Judgment], settings: Settings | None = None,
+         questions: str = "") -> Ratings:
+    """Bradley-Terry (with `settings.tie_model`) and Elo ratings of `cells` (one question set's, `questions`), with
+    percentile intervals from
     `settings.bootstrap` resamples of the topics (with replacement, seeded; a topic drawn twice counts twice; Elo
     replays each resample's battles in their drawn order)."""
     settings = settings or Settings()
@@ -447,7 +458,8 @@ def rate(cells: Sequence[str], judgments: Sequence[Judgment], settings: Settings
         intervals = {c: percentile_ci(samples[:, i].tolist(), settings.confidence) for i, c in enumerate(cells)}
         elo_intervals = {c: percentile_ci(samples_elo[:, i].tolist(), settings.confidence)
                          for i, c in enumerate(cells)}
-    return Ratings(cells, fit, intervals, elo, elo_intervals, record, len(topics), ci_reason, settings.confidence)
+    return Ratings(cells, fit, intervals, elo, elo_intervals, record, len(topics), ci_reason, settings.confidence,
+                   questions)
 
 
 # -- the sweep ------------------------------------------------------------------------------------------------
@@ -456,19 +468,31 @@ class BattleOutcome:
     sweep: Path
     cells: list[str]
     judgments: list[Judgment]
-    ratings: Ratings
+    #: question set label -> its ratings (one entry, "", when the sweep answered one set)
+    ratings: dict[str, Ratings]
     rates: dict[str, Any]
     files: dict[str, Path] = field(default_factory=dict)
+
+    def rows(self) -> list[dict[str, Any]]:
+        """ratings.csv's rows: each question set's cells, best first, sets in sweep order."""
+        return [row for ratings in self.ratings.values() for row in ratings.rows()]
 
 
 def sweep_answers(sweep_dir: str | Path) -> dict[str, dict[str, AnswerRecord]]:
     """Cell name -> topic -> record, over the sweep's complete cells with answers (`rag.sweep.cells.load_sweep`,
     `rag.folders.RunFolder.records`), in cell order."""
+    return _sweep_answers(sweep_dir)[0]
+
+
+def _sweep_answers(sweep_dir: str | Path) -> tuple[dict[str, dict[str, AnswerRecord]], dict[str, str]]:
+    """`sweep_answers` and each of those cells' question set label (`rag.sweep.question_sets`)."""
     from rag.sweep.cells import load_sweep
+    from rag.sweep.question_sets import question_sets
 
     sweep = load_sweep(sweep_dir)
-    return {cell.name: {r.id: r for r in cell.run.records()} for cell in sweep.cells
-            if cell.complete and cell.run.has_answers}
+    cells = [cell for cell in sweep.cells if cell.complete and cell.run.has_answers]
+    labels = question_sets(cells)
+    return {cell.name: {r.id: r for r in cell.run.records()} for cell in cells}, labels
 
 
 def battle_topics(answers: Mapping[str, Mapping[str, AnswerRecord]]) -> dict[str, list[str]]:
@@ -486,18 +510,26 @@ def run_battles(sweep_dir: str | Path, engine: LLMEngine, judge: BattleJudge | N
     """Schedule, judge (both orders), rate and write SWEEP/battles/; `source` (the judge's engine config) is
     recorded in ratings.json."""
     sweep = Path(sweep_dir).expanduser().resolve()
-    answers = sweep_answers(sweep)
+    answers, labels = _sweep_answers(sweep)
     if len(answers) < 2:
         raise DataError(f"{sweep}: battles need at least two complete cells with answers, found {len(answers)}")
-    topics = battle_topics(answers)
-    if not topics:
+    by_set: dict[str, dict[str, dict[str, AnswerRecord]]] = {}
+    for cell, records in answers.items():
+        by_set.setdefault(labels.get(cell, ""), {})[cell] = records
+    topics = {label: battle_topics(members) for label, members in by_set.items()}
+    if not any(topics.values()):
         raise DataError(f"{sweep}: no topic was answered by two complete cells")
     judge = judge or BattleJudge()
     settings = settings or Settings(seed=seed)
-    matchups = schedule(topics, pairs_per_topic, seed)
+    matchups = [m for label, on in topics.items() for m in schedule(on, pairs_per_topic, seed, label)]
     judgments = judge.judge(engine, matchups, answers)
     cells = list(answers)
-    ratings = rate(cells, judgments, settings)
+    ratings = {label: rate(list(by_set[label]), [j for j in judgments if j.questions == label], settings, label)
+               for label, on in topics.items() if on}
+    alone = [cell for label, on in topics.items() if not on for cell in by_set[label]]
+    if alone:
+        log.warning("battles: %d cell(s) share no topic with another cell of their question set, so they are not "
+                    "rated: %s", len(alone), ", ".join(alone))
     rates = order_rates(judgments)
     if rates["unparseable"]:
         log.warning("battles: %d of %d verdicts unparseable after the re-asks: left out of the ratings, counted in "
@@ -516,9 +548,9 @@ def _blank(value: Any) -> Any:
     return "" if isinstance(value, float) and math.isnan(value) else value
 
 
-def ratings_csv(ratings: Ratings) -> str:
+def ratings_csv(rows: Sequence[Mapping[str, Any]]) -> str:
+    """ratings.csv from `BattleOutcome.rows` (or one `Ratings.rows`)."""
     buffer = io.StringIO()
-    rows = ratings.rows()
     writer = csv.DictWriter(buffer, fieldnames=list(rows[0]), lineterminator="\n")
     writer.writeheader()
     writer.writerows({k: _blank(v) for k, v in row.items()} for row in rows)
@@ -529,20 +561,27 @@ def write(outcome: BattleOutcome, settings: Settings, meta: Mapping[str, Any]) -
     """battles.jsonl, ratings.csv and ratings.json in SWEEP/battles/, each written atomically."""
     out = outcome.sweep / BATTLES_DIR
     files = {"battles": out / BATTLES_FILE, "ratings_csv": out / RATINGS_CSV, "ratings_json": out / RATINGS_JSON}
-    ratings = outcome.ratings
+    per_set = list(outcome.ratings.values())
+    one = per_set[0] if len(per_set) == 1 else None
     atomic_write_jsonl(files["battles"], [j.to_json() for j in outcome.judgments])
-    atomic_write_text(files["ratings_csv"], ratings_csv(ratings))
+    atomic_write_text(files["ratings_csv"], ratings_csv(outcome.rows()))
     atomic_write_json(files["ratings_json"], {
         "sweep": str(outcome.sweep), **meta,
-        "ratings": {"tie_model": settings.tie_model, "tie_parameter": ratings.fit.tie_parameter,
-                    "ridge": settings.ridge, "converged": ratings.fit.converged, "bootstrap": settings.bootstrap,
-                    "confidence": settings.confidence, "seed": settings.seed, "n_topics": ratings.n_topics,
-                    "ci_note": ratings.ci_reason, "scale": "1000 + 400 * log10(strength), centred",
+        "ratings": {"tie_model": settings.tie_model, "tie_parameter": one.fit.tie_parameter if one else None,
+                    "ridge": settings.ridge, "converged": all(r.fit.converged for r in per_set),
+                    "bootstrap": settings.bootstrap, "confidence": settings.confidence, "seed": settings.seed,
+                    "n_topics": sum(r.n_topics for r in per_set),
+                    "ci_note": "; ".join(f"{r.questions}: {r.ci_reason}" if r.questions else r.ci_reason
+                                         for r in per_set if r.ci_reason),
+                    "scale": "1000 + 400 * log10(strength), centred",
                     "elo": {"k": ELO_K, "init": ELO_INIT, "base": ELO_BASE, "scale": ELO_SCALE,
                             "source": "castorini/ragnarok docs/elo.md, src/ragnarok/api/elo.py"}},
+        "question_sets": [{"questions": r.questions, "cells": r.cells, "n_topics": r.n_topics,
+                           "tie_parameter": r.fit.tie_parameter, "converged": r.fit.converged,
+                           "ci_note": r.ci_reason} for r in per_set],
         "rates": outcome.rates,
         "cells": [{k: (None if isinstance(v, float) and math.isnan(v) else v) for k, v in row.items()}
-                  for row in ratings.rows()],
+                  for row in outcome.rows()],
         "topic_scores": topic_scores(outcome.judgments)})
     return files
 
@@ -554,18 +593,21 @@ def describe(outcome: BattleOutcome) -> str:
     def pct(value: float | None) -> str:
         return "-" if value is None else f"{100 * value:.1f}%"
 
+    per_set = list(outcome.ratings.values())
     lines = [f"{outcome.sweep}: {r['n_judgments']} judgments of {r['n_pairs']} pairs over "
-             f"{outcome.ratings.n_topics} topics ({len(outcome.cells)} cells, both orders); "
+             f"{sum(x.n_topics for x in per_set)} topics ({len(outcome.cells)} cells, both orders); "
              f"unparseable {r['unparseable']} ({pct(r['unparseable_share'])}), tie rate {pct(r['tie_rate'])}, "
              f"position-bias rate {pct(r['position_bias_rate'])}, self-consistency {pct(r['self_consistency'])}, "
-             f"first shown wins {pct(r['first_shown_wins'])}",
-             f"Bradley-Terry ({outcome.ratings.fit.model}) and Elo (ragnarok), "
-             f"{100 * outcome.ratings.confidence:.0f}% bootstrap intervals over topics"
-             f"{' (none: ' + outcome.ratings.ci_reason + ')' if outcome.ratings.ci_reason else ''}:"]
-    for row in outcome.ratings.rows():
-        lines.append(f"  {row['rank']}. {row['cell']}: {row['rating']:.1f} [{row['rating_lo']:.1f}, "
-                     f"{row['rating_hi']:.1f}]  elo {row['elo']:.1f}  W/L/T {row['wins']}/{row['losses']}/"
-                     f"{row['ties']}")
+             f"first shown wins {pct(r['first_shown_wins'])}"]
+    for ratings in per_set:
+        within = f" within {ratings.questions} ({ratings.n_topics} topics)" if ratings.questions else ""
+        lines.append(f"Bradley-Terry ({ratings.fit.model}) and Elo (ragnarok){within}, "
+                     f"{100 * ratings.confidence:.0f}% bootstrap intervals over topics"
+                     f"{' (none: ' + ratings.ci_reason + ')' if ratings.ci_reason else ''}:")
+        for row in ratings.rows():
+            lines.append(f"  {row['rank']}. {row['cell']}: {row['rating']:.1f} [{row['rating_lo']:.1f}, "
+                         f"{row['rating_hi']:.1f}]  elo {row['elo']:.1f}  W/L/T {row['wins']}/{row['losses']}/"
+                         f"{row['ties']}")
     lines.append("files: " + ", ".join(str(p) for p in outcome.files.values()))
     return "\n".join(lines)
 

@@ -59,6 +59,7 @@ from rag.metrics.stats import (
 )
 from rag.records import AnswerRecord
 from rag.sweep.cells import Cell, SweepFolder, split_override
+from rag.sweep.gate import within_question_set
 from rag.sweep.question_sets import question_sets as find_question_sets
 
 log = logging.getLogger(__name__)
@@ -341,8 +342,8 @@ def compare_cells(sweep: SweepFolder, settings: Settings, best: Mapping[str, Seq
             comparison.family_size = sum(not math.isnan(c.result.p_value) for c in family)
         comparisons += family
     out = Significance(settings, scores, comparisons, baseline,
-                       gate=gate or NuggetSetGate({s.name: s.nugget_sets for s in scores}, {s.name: s.label
-                                                                                            for s in scores}),
+                       gate=gate or NuggetSetGate({s.name: within_question_set(s.nugget_sets, sets.get(s.name, ""))
+                                                   for s in scores}, {s.name: s.label for s in scores}),
                        question_sets=sets)
     out.not_ranked = {c: out.gate.notice(c) or "" for c in out.columns if not out.gate.rankable(c)}
     out.not_tested = {c: "no comparison of the column has a p-value (no shared question to test)"

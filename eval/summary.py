@@ -215,7 +215,7 @@ def collect(sweep_dir: str | Path) -> SweepSummary:
                             per_set if len(per_set) > 1 or next(iter(per_set)) else {})
     summary = SweepSummary(sweep=sweep, swept=swept, metrics=metric_names, rows=rows, best=best,
                            question_sets=sets)
-    summary.gate = sweep_gate(sweep, summary.labels)
+    summary.gate = sweep_gate(sweep, summary.labels, sets)
     rank_only_on_one_ruler(summary)
     return summary
 

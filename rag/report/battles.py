@@ -4,7 +4,8 @@ TREC RAG 2026 ranks systems by side-by-side battles; `python -m eval.battles SWE
 `hydra.callbacks.sweep_summary.battles=true`) judges them and writes SWEEP/battles/ratings.json. The report draws
 that file as it is: the ratings (Chatbot Arena's scale, 1000 + 400 log10 strength, centred), their percentile
 intervals from the bootstrap over topics, the cells' win / tie / loss counts, and the judge's tie and position-bias
-rates. Nothing is fitted again here.
+rates. A sweep over several question sets was rated within each (`eval.battles`): its rows carry the set, ranks
+count within it, and the figure groups them. Nothing is fitted again here.
 """
 
 from __future__ import annotations
@@ -28,6 +29,8 @@ class BattleRating:
     wins: int
     ties: int
     losses: int
+    #: the question set the cell was rated within ("" when the sweep answered one)
+    questions: str = ""
 
     def flat(self) -> dict[str, Any]:
         return dict(self.__dict__)
@@ -46,6 +49,11 @@ class BattleBoard:
     def __bool__(self) -> bool:
         return bool(self.ratings)
 
+    @property
+    def by_set(self) -> bool:
+        """True when the cells were rated within several question sets."""
+        return len({r.questions for r in self.ratings}) > 1
+
 
 def _number(value: Any) -> float | None:
     return float(value) if is_number(value) else None
@@ -60,9 +68,11 @@ def battle_board(sweep: SweepData) -> BattleBoard:
     ratings = [BattleRating(int(c.get("rank") or i + 1), str(c["cell"]), float(c["rating"]), _number(c.get("rating_lo")),
                             _number(c.get("rating_hi")), _number(c.get("elo")), _number(c.get("elo_lo")),
                             _number(c.get("elo_hi")), int(c.get("wins") or 0), int(c.get("ties") or 0),
-                            int(c.get("losses") or 0))
+                            int(c.get("losses") or 0), str(c.get("questions") or ""))
                for i, c in enumerate(data["cells"])]
-    return BattleBoard(sorted(ratings, key=lambda r: r.rank), str(header.get("tie_model") or ""),
+    sets = list(dict.fromkeys(r.questions for r in ratings))
+    return BattleBoard(sorted(ratings, key=lambda r: (sets.index(r.questions), r.rank)),
+                       str(header.get("tie_model") or ""),
                        int(header.get("n_topics") or 0), float(header.get("confidence") or 0.95),
                        dict(data.get("rates") or {}))
 
@@ -82,13 +92,15 @@ def to_markdown(board: BattleBoard) -> str:
     lines = [f"{r.get('n_judgments', '?')} judgments over {board.n_topics} topics, every pair in both orders "
              f"(`battles/battles.jsonl`); Bradley-Terry with {board.tie_model} ties, {level} bootstrap intervals over "
              f"topics; tie rate {_pct(r.get('tie_rate'))}, position-bias rate {_pct(r.get('position_bias_rate'))}, "
-             f"self-consistency {_pct(r.get('self_consistency'))}, unparseable {r.get('unparseable', 0)}.", "",
-             f"| rank | cell | rating | {level} interval | Elo | Elo interval | wins | ties | losses |",
-             "|---|---|---|---|---|---|---|---|---|"]
+             f"self-consistency {_pct(r.get('self_consistency'))}, unparseable {r.get('unparseable', 0)}."
+             + (" Rated within each question set: ratings compare only cells of one set." if board.by_set else ""),
+             "", f"|{' questions |' if board.by_set else ''} rank | cell | rating | {level} interval | Elo | "
+             "Elo interval | wins | ties | losses |", "|---" * (10 if board.by_set else 9) + "|"]
     for x in board.ratings:
         elo = "-" if x.elo is None else f"{x.elo:.0f}"
-        lines.append(f"| {x.rank} | `{x.cell}` | {x.rating:.0f} | {_interval(x.rating_lo, x.rating_hi)} | {elo} | "
-                     f"{_interval(x.elo_lo, x.elo_hi)} | {x.wins} | {x.ties} | {x.losses} |")
+        lines.append(f"|{f' {x.questions} |' if board.by_set else ''} {x.rank} | `{x.cell}` | {x.rating:.0f} | "
+                     f"{_interval(x.rating_lo, x.rating_hi)} | {elo} | {_interval(x.elo_lo, x.elo_hi)} | {x.wins} | "
+                     f"{x.ties} | {x.losses} |")
     return "\n".join(lines) + "\n"
 
 
@@ -112,7 +124,7 @@ def plot(board: BattleBoard):
             ax.plot([centre], [y], "o", color="C0")
         ax.set_title(title, fontsize=9)
         ax.grid(alpha=0.3, axis="x")
-    axes[0].set_yticks(ys, [r.cell for r in rows], fontsize=7)
+    axes[0].set_yticks(ys, [f"{r.cell} ({r.questions})" if board.by_set else r.cell for r in rows], fontsize=7)
     fig.suptitle(f"Battles: ratings with {100 * board.confidence:g}% bootstrap intervals over {board.n_topics} "
                  "topics", fontsize=9)
     return fig

@@ -1,11 +1,13 @@
 """Which cells of a sweep answered the same questions.
 
 A sweep over `dataset=hotpotqa,musique,liverag_dev` holds three question sets: a best cell, a group tied with it
-or a paired test means something only among cells that answered the same questions. Cells whose answered question
-ids overlap form one set (connected components), so `dataset.limit=10` and `dataset.limit=20` of one file stay
-one set, compared as before over the questions both answered; cells of different files never share a question.
-The sweep summary ranks each column within each set (`eval.summary`), and the paired tests pair cells only within
-one (`eval.significance`).
+or a paired test means something only among cells that answered the same questions. Cells whose answered questions
+overlap form one set (connected components), so `dataset.limit=10` and `dataset.limit=20` of one file stay one set,
+compared as before over the questions both answered; cells of different files never share a question, even where
+both files number their questions alike (a question is its id within its file: `question_source`).
+The sweep summary ranks each column within each set (`eval.summary`), the paired tests pair cells only within one
+(`eval.significance`), battles are scheduled and rated within each (`eval.battles`) and each set gets its own
+AutoJudge leaderboards (`eval.autojudge`).
 """
 
 from __future__ import annotations
@@ -16,11 +18,23 @@ from rag.core.errors import DataError
 from rag.sweep.cells import Cell
 
 
+def question_source(cell: Cell) -> str:
+    """Where a cell's questions come from, from its saved config: the questions file (`dataset.questions.path`),
+    else the dataset's name. Two files may number their questions alike (LiveRAG's dev set and its live-day file
+    both have a question "1"), so a question is its id within its source."""
+    dataset = (cell.run.saved_config or {}).get("dataset") or {}
+    questions = dataset.get("questions") if isinstance(dataset, dict) else None
+    path = questions.get("path") if isinstance(questions, dict) else None
+    return str(path or dataset.get("name") or cell.values.get("dataset") or "")
+
+
 def answered_ids(cell: Cell) -> list[str]:
-    """The question ids of a complete cell's answers.jsonl (none when it cannot be read: the cell is then a set
-    of its own, and the summary's own reading of it reports the fault)."""
+    """The questions of a complete cell's answers.jsonl, as `source<TAB>id` (`question_source`); none when the
+    file cannot be read: the cell is then a set of its own, and the summary's own reading of it reports the
+    fault."""
+    source = question_source(cell)
     try:
-        return [str(row.get("id")) for row in cell.run.rows()]
+        return [f"{source}\t{row.get('id')}" for row in cell.run.rows()]
     except (DataError, OSError, ValueError):
         return []
 

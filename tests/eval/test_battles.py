@@ -342,7 +342,7 @@ def test_sweep_battles_end_to_end_scripted(tmp_path):
         assert float(r["rating_lo"]) <= float(r["rating"]) <= float(r["rating_hi"])
         assert float(r["elo"]) != 1000
     assert sum(int(r["wins"]) for r in rows) == sum(int(r["losses"]) for r in rows)
-    assert outcome.ratings.fit.tie_parameter > 0  # Davidson's nu, fitted from the ties
+    assert outcome.ratings[""].fit.tie_parameter > 0  # one question set (""): Davidson's nu, fitted from the ties
 
     # the agreement table gains the battle ranking; summary.md says so
     from eval.summary import summarize
