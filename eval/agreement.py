@@ -177,6 +177,21 @@ class Run:
     topics: dict[str, dict[str, float]] = field(default_factory=dict)
     #: evaluations from reference judges (declared by the judge: AutoNuggetizer's nugget scores)
     references: set[str] = field(default_factory=set)
+    #: the question set the run answered when a sweep holds several (`rag.sweep.question_sets`); its topics are
+    #: then keyed `<set>: <id>`, so two files that number their questions alike never share a topic
+    question_set: str = ""
+
+
+def within_question_sets(runs: Sequence[Run], labels: Mapping[str, str]) -> None:
+    """Key each run's topics within its question set (`labels`: run name -> set label, "" for a sweep of one set),
+    after anything that matches topics by their plain ids (the battles) has been attached: topics shared across
+    sets are then never paired, so a pair of evaluations is compared over one set's topics or, with none in
+    every run, says so."""
+    for run in runs:
+        label = labels.get(run.name, "")
+        if label and not run.question_set:
+            run.question_set = label
+            run.topics = {f"{label}: {topic}": values for topic, values in run.topics.items()}
 
 
 def find_run_dirs(paths: Sequence[Path]) -> list[Path]:
@@ -240,8 +255,9 @@ def nugget_sets(run: Run) -> dict[str, dict[str, str]]:
         for name, result in record.judges.items():
             value = result.get("nugget_set") if isinstance(result, Mapping) else None
             if isinstance(value, str):
+                topic = f"{run.question_set}: {record.id}" if run.question_set else record.id
                 for evaluation in result_values(name, result):
-                    out.setdefault(evaluation, {})[record.id] = value
+                    out.setdefault(evaluation, {})[topic] = value
     return out
 
 

@@ -239,6 +239,7 @@ def add_agreement(summary: SweepSummary, patterns: Sequence[str] = (), n_boot: i
             load_run,
             pair_agreement,
             to_csv,
+            within_question_sets,
         )
         from eval.agreement import to_markdown as agreement_markdown
     except ImportError as err:
@@ -251,6 +252,7 @@ def add_agreement(summary: SweepSummary, patterns: Sequence[str] = (), n_boot: i
     try:
         runs = [load_run(c.dir, c.name) for c in cells]
         attach_battles(runs, [summary.sweep.dir])  # the battle ranking (eval.battles), where the sweep has one
+        within_question_sets(runs, summary.question_sets)
         if patterns:
             names = evaluations(runs, list(patterns))
             pairs = agreement_table(runs, names, n_boot=n_boot)

@@ -14,6 +14,7 @@ from pathlib import Path
 import yaml
 from evaltools import ScriptedEngine, prompt_text
 
+from eval.agreement import NO_TOPICS
 from eval.autojudge import write_leaderboards
 from eval.battle_files import read_judgments, summary_line
 from eval.battles import BattleJudge, Settings, describe, run_battles
@@ -138,3 +139,11 @@ def test_the_nugget_set_gate_compares_topics_within_their_question_set(tmp_path)
     tested = compare_cells(sweep, SignificanceSettings())  # its own gate, without the summary's
     assert not tested.not_ranked.get("nuggets/vital_strict/all")
     assert tested.comparisons and all(file_of(c.a) == file_of(c.b) for c in tested.comparisons)
+
+
+def test_the_agreement_table_never_pairs_topics_of_different_question_sets(tmp_path):
+    """Every run has topics "1".."3", but no question is in every run: the table says so instead of a tau over
+    four runs' scores on different questions."""
+    summary = summarize(make_sweep(tmp_path), wandb=False, n_boot=20)
+    [pair] = [p for p in summary.agreement.pairs if p.a == "judge/liverag/correctness"]
+    assert (pair.n_runs, pair.n_topics) == (4, 0) and pair.reason == NO_TOPICS
