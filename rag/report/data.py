@@ -255,9 +255,14 @@ class SweepData:
     @cached_property
     def gate(self) -> NuggetSetGate:
         """The comparability gate over the finished runs (`rag.judge.nugget_sets.NuggetSetGate`, the sweep
-        summary's rule): every table, comparison and leaderboard of the report marks a column only where it
-        lets rank."""
-        return NuggetSetGate({run.name: cell_sets(run.metrics, lambda run=run: run.records) for run in self.runs},
+        summary's rule, topics within their question set): every table, comparison and leaderboard of the report
+        marks a column only where it lets rank."""
+        from rag.sweep.gate import within_question_set
+        from rag.sweep.question_sets import run_question_sets
+
+        sets = run_question_sets({run.name: (run.folder, run.values.get("dataset", "")) for run in self.runs})
+        return NuggetSetGate({run.name: within_question_set(cell_sets(run.metrics, lambda run=run: run.records),
+                                                            sets.get(run.name, "")) for run in self.runs},
                              hint=POOL_HINT.format(sweep=self.dir))
 
     @cached_property

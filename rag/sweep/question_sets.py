@@ -12,38 +12,40 @@ AutoJudge leaderboards (`eval.autojudge`).
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 
 from rag.core.errors import DataError
+from rag.folders import RunFolder
 from rag.sweep.cells import Cell
 
 
-def question_source(cell: Cell) -> str:
-    """Where a cell's questions come from, from its saved config: the questions file (`dataset.questions.path`),
-    else the dataset's name. Two files may number their questions alike (LiveRAG's dev set and its live-day file
-    both have a question "1"), so a question is its id within its source."""
-    dataset = (cell.run.saved_config or {}).get("dataset") or {}
+def question_source(folder: RunFolder, dataset_value: str = "") -> str:
+    """Where a run's questions come from, from its saved config: the questions file (`dataset.questions.path`),
+    else the dataset's name (`dataset_value`: the swept `dataset=` value, for a config without one). Two files may
+    number their questions alike (LiveRAG's dev set and its live-day file both have a question "1"), so a question
+    is its id within its source."""
+    dataset = (folder.saved_config or {}).get("dataset") or {}
     questions = dataset.get("questions") if isinstance(dataset, dict) else None
     path = questions.get("path") if isinstance(questions, dict) else None
-    return str(path or dataset.get("name") or cell.values.get("dataset") or "")
+    return str(path or dataset.get("name") or dataset_value)
 
 
-def answered_ids(cell: Cell) -> list[str]:
-    """The questions of a complete cell's answers.jsonl, as `source<TAB>id` (`question_source`); none when the
-    file cannot be read: the cell is then a set of its own, and the summary's own reading of it reports the
+def answered_ids(folder: RunFolder, dataset_value: str = "") -> list[str]:
+    """The questions of a complete run's answers.jsonl, as `source<TAB>id` (`question_source`); none when the
+    file cannot be read: the run is then a set of its own, and the summary's own reading of it reports the
     fault."""
-    source = question_source(cell)
+    source = question_source(folder, dataset_value)
     try:
-        return [f"{source}\t{row.get('id')}" for row in cell.run.rows()]
+        return [f"{source}\t{row.get('id')}" for row in folder.rows()]
     except (DataError, OSError, ValueError):
         return []
 
 
-def set_label(cell: Cell) -> str:
-    """The dataset a cell answered from its saved config: `name`, with `(multi-hop)` / `(single-hop)` when
+def set_label(folder: RunFolder, dataset_value: str = "") -> str:
+    """The dataset a run answered from its saved config: `name`, with `(multi-hop)` / `(single-hop)` when
     `dataset.hop` kept one kind."""
-    dataset = (cell.run.saved_config or {}).get("dataset") or {}
-    name = str(dataset.get("name") or cell.values.get("dataset") or "questions")
+    dataset = (folder.saved_config or {}).get("dataset") or {}
+    name = str(dataset.get("name") or dataset_value or "questions")
     hop = dataset.get("hop")
     return f"{name} ({hop}-hop)" if hop else name
 
@@ -76,12 +78,15 @@ def question_sets(cells: Sequence[Cell]) -> dict[str, str]:
     """Complete cell name -> the label of its question set; every label is "" when the cells form one set (the
     usual sweep), so nothing downstream changes for it. Labels name the dataset, numbered where two sets share
     one (e.g. `musique #2` for a slice by `dataset.offset` that no other cell overlaps)."""
-    complete = [c for c in cells if c.complete]
-    groups = components({c.name: answered_ids(c) for c in complete})
+    return run_question_sets({c.name: (c.run, c.values.get("dataset", "")) for c in cells if c.complete})
+
+
+def run_question_sets(runs: Mapping[str, tuple[RunFolder, str]]) -> dict[str, str]:
+    """`question_sets` over any finished run folders: name -> (folder, its swept `dataset=` value or "")."""
+    groups = components({name: answered_ids(folder, value) for name, (folder, value) in runs.items()})
     if len(groups) <= 1:
-        return {c.name: "" for c in complete}
-    by_name = {c.name: c for c in complete}
-    labels = [set_label(by_name[group[0]]) for group in groups]
+        return {name: "" for name in runs}
+    labels = [set_label(*runs[group[0]]) for group in groups]
     out: dict[str, str] = {}
     for index, (group, label) in enumerate(zip(groups, labels)):
         number = labels[:index + 1].count(label)

@@ -147,3 +147,8 @@ def test_the_agreement_table_never_pairs_topics_of_different_question_sets(tmp_p
     summary = summarize(make_sweep(tmp_path), wandb=False, n_boot=20)
     [pair] = [p for p in summary.agreement.pairs if p.a == "judge/liverag/correctness"]
     assert (pair.n_runs, pair.n_topics) == (4, 0) and pair.reason == NO_TOPICS
+
+
+def test_the_reports_gate_compares_topics_within_their_question_set(tmp_path):
+    report = load_report_data(make_sweep(tmp_path))
+    assert report.gate.rankable("nuggets/vital_strict/all") and not report.nugget_set_conflicts
