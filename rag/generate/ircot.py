@@ -14,6 +14,12 @@ The loop follows the authors' code (StonyBrookNLP/ircot, `commaqa/inference/irco
 
 An unreadable reader output falls back to the chain's own answer (`fallback="chain_answer"`), else to the whole
 output (`"whole_output"`).
+
+A prompt longer than the engine's context (15 paragraphs of LiveRAG's 512-word passages overflow an 8,192-token
+window) is fitted by the method's own parameters (`fit_window`, on by default) instead of the engine cutting its
+middle: first fewer demonstrations, then the collection shown cut to its first k paragraphs (IRCoT's paragraph cap,
+lowered for that call; the question's own retrieval comes first). The chain of thought is never cut. The order is
+ours; each call's fit is stored in its `steps.calls` entry (`fitted`) and counted in `steps.window_fits`.
 """
 
 from __future__ import annotations
@@ -51,11 +57,13 @@ class IRCoTGenerator(SearchLoopGenerator):
     name = "ircot"
     default_prompts = {"reason": "ircot", "reader": "ircot_reader"}
 
-    def __init__(self, reader: bool = True, num_demos: int = 2, **kwargs: Any):
+    def __init__(self, reader: bool = True, num_demos: int = 2, fit_window: bool = True, **kwargs: Any):
         kwargs.setdefault("max_passages", 15)
         kwargs.setdefault("step_max_tokens", 64)
         super().__init__(**kwargs)
         self.reader, self.num_demos = reader, num_demos
+        #: fit an over-long prompt by fewer demonstrations, then fewer paragraphs (module docstring)
+        self.fit_window = fit_window
 
     def start(self, item: GenerationInput) -> LoopState:
         state = LoopState(item, phase=self.reasoning_phase if self.max_searches > 0 else FINAL)
@@ -67,14 +75,37 @@ class IRCoTGenerator(SearchLoopGenerator):
             state.hit("max_searches")
         return state
 
-    def request_for(self, state: LoopState) -> LLMRequest:
+    def request_for(self, state: LoopState, demos: int | None = None, shown: int | None = None) -> LLMRequest:
+        """The phase's prompt with the first `demos` demonstrations (default `num_demos`) and the first `shown`
+        collected paragraphs (default all)."""
         final = state.phase == FINAL
         template = self.template("reader" if final else "reason")
-        demos = list(template.extra.get("demonstrations", []))[: self.num_demos]
+        examples = list(template.extra.get("demonstrations", []))[: self.num_demos if demos is None else demos]
         stop = template.extra.get("stop", ())
         tokens = self.max_tokens if final else self.step_tokens(state, self.step_max_tokens)
-        return self.step_request(template, tokens, stop=stop, demos=demos, passages=doc_block(state.passages),
-                                 question=state.item.question.question, cot=state.trace)
+        return self.step_request(template, tokens, stop=stop, demos=examples,
+                                 passages=doc_block(state.passages[:shown]), question=state.item.question.question,
+                                 cot=state.trace)
+
+    def fitted_request(self, state: LoopState, engine: Any = None) -> tuple[LLMRequest, dict[str, Any] | None]:
+        request = self.request_for(state)
+        if not self.fit_window or engine is None:
+            return request, None
+        over = engine.overflow(request)
+        if over <= 0:
+            return request, None
+        template = self.template("reader" if state.phase == FINAL else "reason")
+        demos = len(list(template.extra.get("demonstrations", []))[: self.num_demos])
+        for keep in range(demos - 1, -1, -1):
+            request = self.request_for(state, keep)
+            if engine.overflow(request) <= 0:
+                return request, {"demonstrations": keep, "paragraphs": len(state.passages), "over_tokens": over}
+        for shown in range(len(state.passages) - 1, 0, -1):
+            request = self.request_for(state, 0, shown)
+            if engine.overflow(request) <= 0:
+                return request, {"demonstrations": 0, "paragraphs": shown, "over_tokens": over}
+        return request, {"demonstrations": 0, "paragraphs": min(len(state.passages), 1), "over_tokens": over,
+                         "still_over": engine.overflow(request)}
 
     def after(self, state: LoopState, phase: str, text: str) -> None:
         sentence = first_sentence(text)

@@ -126,6 +126,11 @@ class SearchLoopGenerator(MultiStepGenerator):
     def request_for(self, state: LoopState) -> LLMRequest:
         raise NotImplementedError
 
+    def fitted_request(self, state: LoopState, engine: Any = None) -> tuple[LLMRequest, dict[str, Any] | None]:
+        """The state's request fitted to the engine's context, and the fit made (None: as built). A loop without
+        a fit of its own sends `request_for`'s prompt, which the engine cuts where it is too long."""
+        return self.request_for(state), None
+
     def after(self, state: LoopState, phase: str, text: str) -> None:
         """Read one output: set `state.pending_query` to search, or move the phase on (DONE when answered)."""
         raise NotImplementedError
@@ -190,13 +195,14 @@ class SearchLoopGenerator(MultiStepGenerator):
             self.record_search(state, query, found, round_no)
             self.after_search(state, query, found)
 
-    def note_call(self, state: LoopState, phase: str, round_no: int, completion: Completion) -> None:
+    def note_call(self, state: LoopState, phase: str, round_no: int, completion: Completion,
+                  fit: dict[str, Any] | None = None) -> None:
         tokens = int(completion.completion_tokens or 0)
         state.generated_tokens += tokens
         if phase == self.reasoning_phase:
             state.turns += 1
         state.calls.append({"round": round_no, "phase": phase, **output_record(completion),
-                            "completion_tokens": tokens})
+                            "completion_tokens": tokens, **({"fitted": fit} if fit else {})})
 
     def generate(self, items: list[GenerationInput], ctx: GenerationContext) -> list[GenerationResult]:
         states = [self.start(item) for item in items]
@@ -211,12 +217,13 @@ class SearchLoopGenerator(MultiStepGenerator):
             round_no += 1
             began = time.perf_counter()
             phases = [s.phase for s in active]
-            requests = [self.request_for(s) for s in active]
+            fitted = [self.fitted_request(s, ctx.engine) for s in active]
+            requests = [request for request, _ in fitted]
             outputs = self.run_step(ctx, requests, f"{self.name} round {round_no}")
             to_search = []
-            for state, phase, request, completion in zip(active, phases, requests, outputs):
+            for state, phase, request, (_, fit), completion in zip(active, phases, requests, fitted, outputs):
                 state.last_request = request
-                self.note_call(state, phase, round_no, completion)
+                self.note_call(state, phase, round_no, completion, fit)
                 if phase == FINAL:
                     state.answer, state.phase = self.final_answer(state, completion.text), DONE
                     continue
@@ -237,6 +244,7 @@ class SearchLoopGenerator(MultiStepGenerator):
                  "llm_calls": len(state.calls), "n_searches": len(state.searches),
                  "generated_tokens": state.generated_tokens, "seconds": round(state.seconds, 3),
                  "turns": state.turns, "budget_hits": dict(state.budget_hits),
+                 "window_fits": sum("fitted" in c for c in state.calls),
                  "budget_hit": any(state.budget_hits.values()),
                  "budgets": {"max_searches": self.max_searches, "max_generated_tokens": self.max_generated_tokens,
                              "max_seconds": self.max_seconds, "max_turns": self.max_turns},

@@ -61,6 +61,9 @@ def build() -> d.Design:
         ("generator.fit_window: IterDRAG fitted to a 1,024-token context",
          {**base, "generator": "iterdrag", "judge": "none"},
          ["llm.n_ctx=1024"]),
+        ("generator.fit_window: IRCoT fitted to a 1,024-token context",
+         {**base, "generator": "ircot", "judge": "none"},
+         ["llm.n_ctx=1024"]),
         ("retriever.k beyond the corpus (994 passages)", base, ["retriever.k=2000", "cache.retrieval_depth=2000"]),
         ("generation.repeats=2 with judges and the no-answer rate", {**base, "judge": "liverag"},
          ["generation.repeats=2", "generation.repeat_temperature=0.8", "metrics=[f1,no_answer]"]),
@@ -252,7 +255,7 @@ def test_edge_values(name, store):
     if "dataset.hop=multi" in extra:  # only multi-document questions (the second LiveRAG question is single-doc)
         hops = [json.loads(row)["hop"] for row in (folder / "answers.jsonl").read_text().splitlines()]
         assert set(hops) == {"multi"}, hops
-    if "llm.n_ctx=1024" in extra:  # IterDRAG shortened its own prompts (demonstrations, passages per retrieval)
+    if "llm.n_ctx=1024" in extra:  # IterDRAG / IRCoT shortened their own prompts (demonstrations, then passages)
         steps = [json.loads(row)["steps"] for row in (folder / "answers.jsonl").read_text().splitlines()]
         assert any(s["window_fits"] for s in steps), [s.get("window_fits") for s in steps]
     if "judge.repeats=2" in extra:  # every nugget-based judge repeated, over the run's one nugget set

@@ -126,6 +126,54 @@ def test_ircot_interleaves_one_sentence_with_one_search(bm25, monkeypatch):
     assert json.dumps(r.steps)  # answers.jsonl takes steps as they are
 
 
+class WindowedEngine(ScriptedEngine):
+    """A scripted engine with a context of `window` words (max_tokens counted as words): what the real engines'
+    `overflow` reports in tokens."""
+
+    def __init__(self, respond, window: int):
+        super().__init__(respond)
+        self.window = window
+
+    def overflow(self, request) -> int:
+        return max(0, len(self.render(request).split()) + request.params.max_tokens - self.window)
+
+
+def _ircot_fit_run(bm25, window: int | None, **settings) -> tuple[object, list[str]]:
+    """One IRCoT question on a scripted engine with a `window`-word context (None: room to spare)."""
+    engine = ScriptedEngine(_ircot_reply) if window is None else WindowedEngine(_ircot_reply, window)
+    gen = IRCoTGenerator(max_searches=5, docs_per_search=DOCS_PER_SEARCH, max_tokens=32, step_max_tokens=16,
+                         **settings)
+    (result,) = gen.generate([_item(bm25)], GenerationContext(engine=engine, retrieve=Retrieve(bm25)))
+    return result, engine.prompts
+
+
+def test_ircot_fits_its_window_by_demonstrations_then_paragraphs(bm25):
+    """fit_window: a prompt over the context loses demonstrations first, then shows fewer of the collected
+    paragraphs (the first ones: the question's own retrieval leads), never the chain: the same searches and answer
+    as with room to spare, every prompt within the window."""
+    for demos in (2, 0):
+        full, prompts = _ircot_fit_run(bm25, None, num_demos=demos)
+        assert full.steps["window_fits"] == 0 and len(full.passages) == 3
+        window = min(len(p.split()) for p in prompts) + (40 if demos else 20)
+        fitted, prompts = _ircot_fit_run(bm25, window, num_demos=demos)
+        assert fitted.steps["queries"] == full.steps["queries"] and fitted.answer == full.answer
+        fits = [c.get("fitted") for c in fitted.steps["calls"]]
+        assert fitted.steps["window_fits"] == sum(f is not None for f in fits) >= 1
+        for prompt, fit, call in zip(prompts, fits, fitted.steps["calls"]):
+            assert len(prompt.split()) + (32 if call["phase"] == "final" else 16) <= window
+            if fit:
+                shown = [p for p in fitted.passages if p.passage.text in prompt]
+                assert shown == fitted.passages[:fit["paragraphs"]] and fit["over_tokens"] > 0
+        if demos:  # a demonstration fewer was enough: every paragraph still shown
+            assert all(f["demonstrations"] < demos and f["paragraphs"] == 3 for f in fits if f)
+        else:  # nothing else to drop: fewer paragraphs
+            assert any(f["paragraphs"] < 3 for f in fits if f)
+
+    full, sizes = _ircot_fit_run(bm25, None, num_demos=2)
+    left, prompts = _ircot_fit_run(bm25, min(len(p.split()) for p in sizes) + 40, num_demos=2, fit_window=False)
+    assert left.steps["window_fits"] == 0 and prompts == sizes  # off: the prompt goes to the engine as built
+
+
 def test_ircot_budget_stops_are_counted(bm25):
     retrieve = Retrieve(bm25)
     gen = IRCoTGenerator(max_searches=1, docs_per_search=DOCS_PER_SEARCH, num_demos=0)
