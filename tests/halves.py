@@ -17,6 +17,7 @@ ends), so a run stopped by a time limit still leaves what each session had done.
 from __future__ import annotations
 
 import os
+import resource
 import shutil
 import signal
 import subprocess
@@ -50,6 +51,13 @@ SHARDS = {"docs-1": {"RAG_TEST_SHARD": "1/2"}, "docs-2": {"RAG_TEST_SHARD": "2/2
 SHARED_CACHE = ("docs-1", "docs-2", "combinations")
 
 
+def _cpu_seconds() -> float:
+    """User + system CPU seconds of this process's reaped children, theirs included: a session's CPU-minutes tell
+    where a CPU-bound run's time goes (SLURM jobs run under slurmd and are not counted)."""
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
+
+
 def main(options: list[str]) -> int:
     LOGS.mkdir(exist_ok=True)
     (LOGS / ".gitignore").write_text("*\n")
@@ -78,13 +86,16 @@ def main(options: list[str]) -> int:
     signal.signal(signal.SIGTERM, stop)
     status = 0
     pending = dict(running)
+    reaped = _cpu_seconds()
     while pending:
         for name, (process, log) in list(pending.items()):
             if process.poll() is None:
                 continue
             del pending[name]
             minutes = (time.monotonic() - start) / 60
-            print(f"\n== {name}: exit {process.returncode} after {minutes:.1f} min ==\n"
+            now = _cpu_seconds()  # only this loop reaps children: the growth is this session's processes' CPU
+            cpu, reaped = (now - reaped) / 60, now
+            print(f"\n== {name}: exit {process.returncode} after {minutes:.1f} min, {cpu:.1f} CPU-min ==\n"
                   f"{log.read_text(errors='replace')}", flush=True)
             status = status or process.returncode
         time.sleep(1)
