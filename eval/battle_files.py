@@ -128,6 +128,8 @@ def summary_line(sweep_dir: str | Path) -> str | None:
     def pct(value: float | None) -> str:
         return "-" if value is None else f"{100 * value:.1f}%"
 
+    unrated = data.get("unrated") or []
+    alone = f"; not rated, alone in their question set: {len(unrated)} cell(s)" if unrated else ""
     return (f"Battles ({rates['n_judgments']} judgments, both orders; `battles/ratings.csv`): {ranking} "
             f"(Bradley-Terry, {data['ratings']['tie_model']} ties); tie rate {pct(rates['tie_rate'])}, "
-            f"position-bias rate {pct(rates['position_bias_rate'])}, unparseable {rates['unparseable']}  ")
+            f"position-bias rate {pct(rates['position_bias_rate'])}, unparseable {rates['unparseable']}{alone}  ")

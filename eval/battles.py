@@ -87,6 +87,8 @@ from rag.records import AnswerRecord
 log = logging.getLogger(__name__)
 
 TIE_MODELS = ("davidson", "rao_kupper", "half_win")
+#: why a cell has no rating: ratings.json's `unrated` entries
+UNRATED_REASON = "no other cell answered its questions (alone in its question set): nothing to battle"
 DEFAULT_TIE_MODEL = "davidson"
 #: ragnarok's Elo (src/ragnarok/api/elo.py): BASE, SCALE, INIT_RATING, K; Chatbot Arena's rating scale too
 ELO_BASE = 10.0
@@ -472,6 +474,8 @@ class BattleOutcome:
     ratings: dict[str, Ratings]
     rates: dict[str, Any]
     files: dict[str, Path] = field(default_factory=dict)
+    #: cell -> its question set, for cells no other cell shares a topic with: nothing to battle, so no rating
+    unrated: dict[str, str] = field(default_factory=dict)
 
     def rows(self) -> list[dict[str, Any]]:
         """ratings.csv's rows: each question set's cells, best first, sets in sweep order."""
@@ -526,15 +530,15 @@ def run_battles(sweep_dir: str | Path, engine: LLMEngine, judge: BattleJudge | N
     cells = list(answers)
     ratings = {label: rate(list(by_set[label]), [j for j in judgments if j.questions == label], settings, label)
                for label, on in topics.items() if on}
-    alone = [cell for label, on in topics.items() if not on for cell in by_set[label]]
+    alone = {cell: label for label, on in topics.items() if not on for cell in by_set[label]}
     if alone:
-        log.warning("battles: %d cell(s) share no topic with another cell of their question set, so they are not "
-                    "rated: %s", len(alone), ", ".join(alone))
+        log.warning("battles: %d cell(s) share no topic with another cell (alone in their question set), so they "
+                    "are not rated: %s", len(alone), ", ".join(alone))
     rates = order_rates(judgments)
     if rates["unparseable"]:
         log.warning("battles: %d of %d verdicts unparseable after the re-asks: left out of the ratings, counted in "
                     "ratings.json", rates["unparseable"], rates["n_judgments"])
-    outcome = BattleOutcome(sweep, cells, judgments, ratings, rates)
+    outcome = BattleOutcome(sweep, cells, judgments, ratings, rates, unrated=alone)
     meta = {"judge": {"model": engine.model, "llm": dict(source or {}), "prompt": judge.prompt,
                       "prompt_source": load_prompt(judge.prompt, str(judge.prompt_dir or EVAL_PROMPT_DIR)).source,
                       "params": judge.params, "max_retries": judge.max_retries},
@@ -582,6 +586,8 @@ def write(outcome: BattleOutcome, settings: Settings, meta: Mapping[str, Any]) -
         "rates": outcome.rates,
         "cells": [{k: (None if isinstance(v, float) and math.isnan(v) else v) for k, v in row.items()}
                   for row in outcome.rows()],
+        "unrated": [{"cell": cell, "questions": label, "reason": UNRATED_REASON}
+                    for cell, label in outcome.unrated.items()],
         "topic_scores": topic_scores(outcome.judgments)})
     return files
 
@@ -608,6 +614,8 @@ def describe(outcome: BattleOutcome) -> str:
             lines.append(f"  {row['rank']}. {row['cell']}: {row['rating']:.1f} [{row['rating_lo']:.1f}, "
                          f"{row['rating_hi']:.1f}]  elo {row['elo']:.1f}  W/L/T {row['wins']}/{row['losses']}/"
                          f"{row['ties']}")
+    if outcome.unrated:
+        lines.append(f"Not rated ({UNRATED_REASON}): {', '.join(outcome.unrated)}")
     lines.append("files: " + ", ".join(str(p) for p in outcome.files.values()))
     return "\n".join(lines)
 

@@ -420,13 +420,18 @@ BATTLE_BOOTSTRAP = 50
 
 @pytest.mark.timeout(SWEEP_SECONDS + 300)
 def test_the_local_sweep_battles_at_its_end(launcher_sweeps):
-    """`hydra.callbacks.sweep_summary.battles=true` with the local launcher's cells: every complete cell is rated,
-    and the summary and the report have the ranking."""
+    """`hydra.callbacks.sweep_summary.battles=true` with the local launcher's cells (over several datasets): every
+    complete cell is rated within its question set, or listed as unrated when no other cell answered its
+    questions, and the summary and the report have the ranking."""
     result, sweep = launcher_sweeps["local"]
     assert sweep is not None, result.tail()
     data = json.loads((sweep / "battles" / "ratings.json").read_text())
     complete = {p.parent.name for p in sweep.glob("*/metrics.json")}
-    assert {c["cell"] for c in data["cells"]} == complete, result.tail()
+    rated, unrated = {c["cell"] for c in data["cells"]}, {c["cell"] for c in data.get("unrated", [])}
+    assert rated | unrated == complete and not rated & unrated, result.tail()
+    sets = [c["questions"] for c in data["cells"]]
+    assert all(sets.count(label) >= 2 for label in sets)  # a rating only beside another cell of its set
+    assert not {c["questions"] for c in data.get("unrated", [])} & set(sets)
     assert data["ratings"]["bootstrap"] == BATTLE_BOOTSTRAP and data["rates"]["n_judgments"] > 0
     assert "Battles (" in (sweep / "summary.md").read_text()
     assert (sweep / "report" / "battles.png").is_file(), result.tail()

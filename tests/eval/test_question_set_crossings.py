@@ -152,3 +152,21 @@ def test_the_agreement_table_never_pairs_topics_of_different_question_sets(tmp_p
 def test_the_reports_gate_compares_topics_within_their_question_set(tmp_path):
     report = load_report_data(make_sweep(tmp_path))
     assert report.gate.rankable("nuggets/vital_strict/all") and not report.nugget_set_conflicts
+
+
+def test_a_cell_alone_in_its_question_set_is_listed_unrated(tmp_path):
+    sweep = make_sweep(tmp_path)
+    alone = sweep / "4_dataset=other,generator=long"
+    (alone / ".hydra").mkdir(parents=True)
+    (alone / ".hydra" / "overrides.yaml").write_text(yaml.safe_dump(["dataset=other", "generator=long"]))
+    atomic_write_jsonl(alone / "answers.jsonl", [{"id": "1", "question": "What is other one?", "answer": "good",
+                                                  "hop": "single"}])
+    (alone / "config.json").write_text(json.dumps({"paths": {"cache_dir": str(tmp_path / "cache")}, "seed": 0,
+                                                   "dataset": {"name": "other", "questions": {"path": "o.tsv"}}}))
+    (alone / "metrics.json").write_text(json.dumps({"judge/liverag/correctness/all": 1.0}))
+    outcome = run_battles(sweep, ScriptedEngine(respond), BattleJudge(max_retries=0), settings=Settings(bootstrap=0))
+    assert outcome.unrated == {alone.name: "other"} and set(outcome.ratings) == {"liverag_dev", "liverag_live"}
+    data = json.loads((sweep / "battles" / "ratings.json").read_text())
+    assert [u["cell"] for u in data["unrated"]] == [alone.name] and alone.name not in {c["cell"] for c in data["cells"]}
+    assert "not rated, alone in their question set: 1 cell(s)" in summary_line(sweep)
+    assert "Not rated (" in describe(outcome) and alone.name in describe(outcome)
