@@ -45,6 +45,8 @@ class BattleBoard:
     n_topics: int = 0
     confidence: float = 0.95
     rates: dict[str, Any] = field(default_factory=dict)
+    #: cells alone in their question set: no battle, no rating (ratings.json's `unrated`)
+    unrated: list[str] = field(default_factory=list)
 
     def __bool__(self) -> bool:
         return bool(self.ratings)
@@ -74,7 +76,7 @@ def battle_board(sweep: SweepData) -> BattleBoard:
     return BattleBoard(sorted(ratings, key=lambda r: (sets.index(r.questions), r.rank)),
                        str(header.get("tie_model") or ""),
                        int(header.get("n_topics") or 0), float(header.get("confidence") or 0.95),
-                       dict(data.get("rates") or {}))
+                       dict(data.get("rates") or {}), [str(u.get("cell")) for u in data.get("unrated") or []])
 
 
 def _interval(lo: float | None, hi: float | None) -> str:
@@ -101,6 +103,9 @@ def to_markdown(board: BattleBoard) -> str:
         lines.append(f"|{f' {x.questions} |' if board.by_set else ''} {x.rank} | `{x.cell}` | {x.rating:.0f} | "
                      f"{_interval(x.rating_lo, x.rating_hi)} | {elo} | {_interval(x.elo_lo, x.elo_hi)} | {x.wins} | "
                      f"{x.ties} | {x.losses} |")
+    if board.unrated:
+        lines += ["", "Not rated (no other cell answered their questions): "
+                  + ", ".join(f"`{cell}`" for cell in board.unrated)]
     return "\n".join(lines) + "\n"
 
 

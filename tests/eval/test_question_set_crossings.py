@@ -170,3 +170,6 @@ def test_a_cell_alone_in_its_question_set_is_listed_unrated(tmp_path):
     assert [u["cell"] for u in data["unrated"]] == [alone.name] and alone.name not in {c["cell"] for c in data["cells"]}
     assert "not rated, alone in their question set: 1 cell(s)" in summary_line(sweep)
     assert "Not rated (" in describe(outcome) and alone.name in describe(outcome)
+    board = battle_board(load_report_data(sweep))
+    assert board.unrated == [alone.name] and f"Not rated (no other cell answered their questions): `{alone.name}`" \
+        in to_markdown(board)
