@@ -1,6 +1,5 @@
-"""`make test`: the suite as five pytest sessions at once: the documented commands in two shards (tests/docs,
-`tests/docs/shards.py`), the combinations of options (tests/combinations), the SLURM and sweep-machinery tests
-(tests/cluster) and everything else.
+"""`make test`: the suite as three pytest sessions at once: the documented commands (tests/docs), the combinations of
+options (tests/combinations) and everything else.
 
 Why several: much of each session is one core of Python orchestration (subprocesses starting, SLURM polling, the instant
 endpoint answering), so run side by side they fill the cores that one session leaves idle (docs/benchmarks.md,
@@ -33,22 +32,19 @@ LOGS = ROOT / ".pytest-halves"
 #: the combinations of options (tests/combinations) are a third session: after the docs half they made it the last
 #: to end (a clean .ci/run of 2047797: the rest 44:56 min, the docs half 50 min before its combinations started);
 #: beside the other two it fills the cores they leave idle once the vLLM lane is done
-#: a clean .ci/run of 9b355ce (2026-12-07, this VM) then ended the docs session at 64.8 min and the rest at 67.3 min,
-#: 20 minutes after the others: the documented commands run one at a time (now two shards), and the rest's slowest
-#: tests were tests/cluster's, which mostly wait on SLURM (requeues, KillWait, polling) while holding no core (now a
-#: session of their own)
-HALVES = {"docs-1": ["tests/docs"], "docs-2": ["tests/docs"], "combinations": ["tests/combinations"],
-          "cluster": ["tests/cluster"],
-          "rest": ["tests", "--ignore=tests/docs", "--ignore=tests/combinations", "--ignore=tests/cluster"]}
-#: environment of a session beyond the shared one: which shard of the documented commands it runs
-SHARDS = {"docs-1": {"RAG_TEST_SHARD": "1/2"}, "docs-2": {"RAG_TEST_SHARD": "2/2"}}
+#: Tried and reverted: five sessions (the documented commands in two shards, tests/cluster apart). In a clean .ci/run
+#: (2026-12-07) the cores stayed 100% busy either way (/proc/stat: 51 idle seconds in 47 minutes), so the split only
+#: moved time: the rest, then the last session, ran past 66 minutes where it had taken 67 beside three sessions with
+#: other work on the machine. Less CPU work, not more sessions, is what shortens this run (docs/benchmarks.md).
+HALVES = {"docs": ["tests/docs"], "combinations": ["tests/combinations"],
+          "rest": ["tests", "--ignore=tests/docs", "--ignore=tests/combinations"]}
 #: sessions that share one cache folder (`RAG_TEST_CACHE_DIR`, the `shared_cache` fixture): the documented commands
 #: and the combinations run over the same datasets, and each built every dataset's dense index again in its own
 #: cache (CI at 9e32713: the pairwise multirun ran past 1800 s, much of it index builds the docs session had
 #: made). Index builds take the build folder's lock and stage caches their files' locks (the guarantees
 #: docs/reliability.md states for concurrent jobs), so the second session waits for an index and then reads it. The
 #: rest keeps a cache per test or per session: its tests count cache hits and builds of their own.
-SHARED_CACHE = ("docs-1", "docs-2", "combinations")
+SHARED_CACHE = ("docs", "combinations")
 
 
 def _cpu_seconds() -> float:
@@ -71,8 +67,7 @@ def main(options: list[str]) -> int:
         own = {"RAG_TEST_CACHE_DIR": os.environ.get("RAG_TEST_CACHE_DIR") or shared} if name in SHARED_CACHE else {}
         with log.open("w") as handle:  # the child keeps its own copy of the file descriptor
             running[name] = (subprocess.Popen([sys.executable, "-m", "pytest", *options, *paths], cwd=ROOT,
-                                              env={**env, **own, **SHARDS.get(name, {})}, stdout=handle,
-                                              stderr=subprocess.STDOUT), log)
+                                              env={**env, **own}, stdout=handle, stderr=subprocess.STDOUT), log)
 
     def stop(signum: int, _frame: object) -> None:  # a time limit: stop both halves, show what they did
         for process, _ in running.values():
