@@ -34,8 +34,8 @@ LOGS = ROOT / ".pytest-halves"
 #: beside the other two it fills the cores they leave idle once the vLLM lane is done
 #: Tried and reverted: five sessions (the documented commands in two shards, tests/cluster apart). In a clean .ci/run
 #: (2026-12-07) the cores stayed 100% busy either way (/proc/stat: 51 idle seconds in 47 minutes), so the split only
-#: moved time: the rest, then the last session, ran past 66 minutes where it had taken 67 beside three sessions with
-#: other work on the machine. Less CPU work, not more sessions, is what shortens this run (docs/benchmarks.md).
+#: moved time: the rest, then the last session, took 75.8 minutes (67.3 beside three sessions, with other work on
+#: the machine). Less CPU work, not more sessions, is what shortens this run (docs/benchmarks.md, "CI budget").
 HALVES = {"docs": ["tests/docs"], "combinations": ["tests/combinations"],
           "rest": ["tests", "--ignore=tests/docs", "--ignore=tests/combinations"]}
 #: sessions that share one cache folder (`RAG_TEST_CACHE_DIR`, the `shared_cache` fixture): the documented commands
