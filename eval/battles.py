@@ -6,10 +6,11 @@ two systems' responses side by side, identities hidden, presentation order rando
 This runs that protocol over a finished sweep's complete cells, with the project's engines:
 
 1. schedule: per topic (question id), every pair of the cells that answered it, or `pairs_per_topic` pairs of a
-   balanced schedule; a sweep over several question sets (`dataset=hotpotqa,musique`: `rag.sweep.question_sets`)
-   is scheduled and rated within each set, since cells that share no topic never meet and Bradley-Terry strengths
-   of two unconnected groups have no common origin (the pair list shuffled once with `seed`, topic k taking the next N pairs round-robin, so every
-   pair is judged floor or ceil of topics * N / pairs times); which cell is shown first is drawn with `seed`;
+   balanced schedule (the pair list shuffled once with `seed`, topic k taking the next N pairs round-robin, so every
+   pair is judged floor or ceil of topics * N / pairs times); which cell is shown first is drawn with `seed`. A
+   sweep over several question sets (`dataset=hotpotqa,musique`: `rag.sweep.question_sets`) is scheduled and rated
+   within each set, since cells that share no topic never meet and Bradley-Terry strengths of two unconnected
+   groups have no common origin; a cell alone in its set is listed as unrated;
 2. judge: every pair in BOTH orders (A/B, then swapped), the prompt `eval/prompts/battle.yaml` (no cell names in
    it), one batch through the engine's response cache (`rag.llm.cache.ResponseCache`, so a rerun resumes), re-asks of
    unparseable verdicts (`rag.llm.asking.ask_with_retries`); a verdict still unparseable is recorded as null with
