@@ -18,12 +18,15 @@ By default every judge field is paired with every nugget metric (the registry's 
 never take part): the judge x nugget-metric matrix. Only topics scored in every run enter (the others are counted
 as dropped), so every run's mean is over the same topics. Where a side has no variance over the runs, or there are
 fewer than `MIN_RUNS` runs, the coefficients are undefined: NaN with a `reason`, never a perfect 1.0.
+Runs that answered different question files (`rag.sweep.question_sets`) share no question, so each question set
+gets its own table (`per_question_set`), each pair naming its set (CSV column `questions`).
 
     python -m eval.agreement SWEEP_DIR_OR_RUN_DIRS... --out DIR [--rows 'judge/*'] [--cols 'nuggets/*']
     python -m eval.agreement ... --metrics 'scores/f1' 'nuggets/vital_strict'   # all pairs of these instead
 
 A folder holding `answers.jsonl` is a run; any other folder is searched recursively for runs.
-Writes DIR/agreement.csv (every pair) and DIR/agreement.md (the matrix first), atomically.
+Writes DIR/agreement.csv (every pair), DIR/agreement.md (the matrix first; a section per question set) and the
+heatmaps (agreement.png, or agreement@<set>.png per set), atomically.
 """
 
 from __future__ import annotations
@@ -36,7 +39,7 @@ import itertools
 import logging
 import math
 import sys
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -44,6 +47,7 @@ from typing import Any
 import numpy as np
 from scipy.stats import kendalltau
 
+from rag.core.hashing import slug
 from rag.core.io import atomic_write_text
 from rag.folders import RunFolder
 from rag.judge.nugget_sets import NuggetSetGate
@@ -51,6 +55,7 @@ from rag.judge.run import declare_saved_specs
 from rag.metrics.registry import REGISTRY
 from rag.metrics.stats import NAN2, percentile_ci, too_few_units
 from rag.records import is_number, result_values
+from rag.sweep.question_sets import run_question_sets
 
 log = logging.getLogger(__name__)
 
@@ -340,6 +345,8 @@ class PairAgreement:
     reason: str = ""
     #: why no bootstrap interval exists (`rag.metrics.stats.too_few_units`: one topic), "" when intervals exist
     ci_reason: str = ""
+    #: the question set whose runs were ranked (`per_question_set`); "" for a sweep of one set
+    questions: str = ""
 
     @property
     def candidate(self) -> str:
@@ -353,7 +360,8 @@ class PairAgreement:
                 "tau_ap_b": self.tau_ap_b, "tau_ap_b_lo": self.tau_ap_b_ci[0], "tau_ap_b_hi": self.tau_ap_b_ci[1],
                 "tau_topic": self.tau_topic, "tau_topic_lo": self.tau_topic_ci[0],
                 "tau_topic_hi": self.tau_topic_ci[1], "n_topics_defined": self.n_topics_defined,
-                "reference_ties": self.reference_ties, "ci_note": self.ci_reason, "reason": self.reason}
+                "reference_ties": self.reference_ties, "ci_note": self.ci_reason, "reason": self.reason,
+                "questions": self.questions}
 
 
 def _reason(ma: Sequence[float], mb: Sequence[float], a: str, b: str) -> str:
@@ -483,6 +491,8 @@ class Agreement:
     cols: list[str]
     pairs: list[PairAgreement]
     confidence: float = 0.95
+    #: the question set its runs answered (`per_question_set`); "" for a sweep of one set
+    questions: str = ""
 
     def cell(self, a: str, b: str) -> PairAgreement | None:
         return next((p for p in self.pairs if p.a == a and p.b == b), None)
@@ -518,6 +528,40 @@ def agreement_table(runs: Sequence[Run], names: Sequence[str], reference: str | 
         pairs = list(itertools.combinations(names, 2))
     return [pair_agreement(runs, a, b, n_boot=n_boot, seed=seed, confidence=confidence,
                            reference=reference or "auto") for a, b in pairs]
+
+
+
+@dataclass
+class SetAgreements:
+    """One agreement per question set (`per_question_set`), and the sets with a single run, which rank nothing."""
+
+    tables: list[Agreement]
+    alone: dict[str, str] = field(default_factory=dict)
+
+
+def per_question_set(runs: Sequence[Run], build: Callable[[list[Run]], Agreement]) -> SetAgreements:
+    """`build` over each question set's runs (`Run.question_set`; a sweep of one set is one unlabelled table).
+
+    A tau ranks runs by their scores on the same questions: runs that answered different question files share no
+    topic, so pooling them gives "no topic in every run" for every pair. Each set is ranked on its own; a set
+    answered by a single run ranks nothing and is listed in `alone` (set -> its run).
+    """
+    groups: dict[str, list[Run]] = {}
+    for run in runs:
+        groups.setdefault(run.question_set, []).append(run)
+    if len(groups) == 1:
+        return SetAgreements([build(list(runs))])
+    out = SetAgreements([])
+    for label, members in groups.items():
+        if len(members) < 2:
+            out.alone[label] = members[0].name
+            continue
+        table = build(members)
+        table.questions = label
+        for pair in table.pairs:
+            pair.questions = label
+        out.tables.append(table)
+    return out
 
 
 # -- output ---------------------------------------------------------------------------------------------------
@@ -564,8 +608,9 @@ def matrix_markdown(agreement: Agreement, heading: str = "##") -> str:
         return ""
     pct = f"{100 * agreement.confidence:.0f}%"
     n_runs = len(agreement.runs)
+    within = f" (questions: {agreement.questions})" if agreement.questions else ""
     lines = [f"{heading} Agreement: {' / '.join(sorted({r.split('/')[0] for r in agreement.rows}))} x "
-             f"{' / '.join(sorted({c.split('/')[0] for c in agreement.cols}))}", "",
+             f"{' / '.join(sorted({c.split('/')[0] for c in agreement.cols}))}{within}", "",
              f"Kendall tau-b, tau_ap_a (reference: {references(agreement.matrix_pairs)}) and tau_ap_b (symmetric; "
              f"Urbano & Marrero 2017) between the rankings of {n_runs} runs by their mean per-answer scores over the "
              f"topics every run scored, [{pct} bootstrap CI over topics]. A run-level tau needs at least {MIN_RUNS} "
@@ -601,24 +646,48 @@ def matrix_markdown(agreement: Agreement, heading: str = "##") -> str:
     return "\n".join(lines)
 
 
-def to_markdown(agreement: Agreement) -> str:
+def _section(agreement: Agreement, heading: str) -> list[str]:
+    """One table's runs, matrix and other pairs (`heading` is the matrix's level)."""
     runs = agreement.runs
-    lines = ["# Agreement between evaluations", "",
-             f"{len(runs)} runs: " + ", ".join(f"`{r.name}`" for r in runs), ""]
-    matrix = matrix_markdown(agreement)
+    lines = [f"{len(runs)} runs: " + ", ".join(f"`{r.name}`" for r in runs), ""]
+    matrix = matrix_markdown(agreement, heading)
     if matrix:
         lines.append(matrix)
     in_matrix = {id(p) for p in agreement.matrix_pairs}
     extra = [p for p in agreement.pairs if id(p) not in in_matrix]
     if extra:
-        lines += ["## Other pairs", "", "| eval A | eval B | reference | runs | topics (dropped) | tau-b | tau_ap_a | "
-                  "tau_ap_b | tau per topic | reason |", "|---|---|---|---|---|---|---|---|---|---|"]
+        lines += [f"{heading} Other pairs", "", "| eval A | eval B | reference | runs | topics (dropped) | tau-b | "
+                  "tau_ap_a | tau_ap_b | tau per topic | reason |", "|---|---|---|---|---|---|---|---|---|---|"]
         lines += [f"| {p.a} | {p.b} | {p.reference} | {p.n_runs} | {p.n_topics} ({p.n_topics_dropped}) | "
                   f"{_with_ci(p.tau_b, p.tau_b_ci)} | {_with_ci(p.tau_ap_a, p.tau_ap_a_ci)} | "
                   f"{_with_ci(p.tau_ap_b, p.tau_ap_b_ci)} | {_with_ci(p.tau_topic, p.tau_topic_ci)} | "
                   f"{'; '.join(r for r in (p.reason, p.ci_reason) if r)} |"
                   for p in extra]
         lines.append("")
+    return lines
+
+
+def alone_line(alone: Mapping[str, str]) -> str:
+    """The sets a single run answered, in one line ("" when none)."""
+    if not alone:
+        return ""
+    named = "; ".join(f"{label} (`{run}`)" for label, run in alone.items())
+    return f"Not ranked, one run in its question set: {named}."
+
+
+def to_markdown(agreement: Agreement | SetAgreements) -> str:
+    """agreement.md: one table, or one section per question set."""
+    sets = agreement if isinstance(agreement, SetAgreements) else SetAgreements([agreement])
+    lines = ["# Agreement between evaluations", ""]
+    if len(sets.tables) == 1 and not sets.tables[0].questions and not sets.alone:
+        lines += _section(sets.tables[0], "##")
+    else:
+        lines += ["Each question set's runs are ranked apart: runs of different sets answered different questions.",
+                  ""]
+        for table in sets.tables:
+            lines += [f"## Questions: {table.questions}", "", *_section(table, "###")]
+        if sets.alone:
+            lines += [alone_line(sets.alone), ""]
     lines.append("Every pair, with per-topic tau: `agreement.csv`.")
     return "\n".join(lines) + "\n"
 
@@ -628,20 +697,21 @@ def scalars(agreement: Agreement) -> dict[str, float | int]:
     tau_ap_a's key names its reference side (`tau_ap_a_ref_nuggets`, `..._ref_judge`)."""
     out: dict[str, float | int] = {}
     references = references_of(agreement.runs)
+    within = f"@{agreement.questions}" if agreement.questions else ""  # as the summary's `best/<metric>@<set>`
     for p in agreement.matrix_pairs:
         if p.a.startswith("scores/") or is_reference(p.a, references) or not is_reference(p.b, references):
             continue
         prefix = f"agreement/{short(p.a)}/{short(p.b)}/"
-        out[prefix + "n_runs"] = p.n_runs
-        out[prefix + "n_topics"] = p.n_topics
-        out[prefix + "n_topics_dropped"] = p.n_topics_dropped
+        out[prefix + "n_runs" + within] = p.n_runs
+        out[prefix + "n_topics" + within] = p.n_topics
+        out[prefix + "n_topics_dropped" + within] = p.n_topics_dropped
         tau_ap_a_key = "tau_ap_a_ref_" + p.reference.split("/")[0]
         for stat, value, ci in (("tau_b", p.tau_b, p.tau_b_ci), (tau_ap_a_key, p.tau_ap_a, p.tau_ap_a_ci),
                                 ("tau_ap_b", p.tau_ap_b, p.tau_ap_b_ci), ("tau_topic", p.tau_topic, p.tau_topic_ci)):
             if not math.isnan(value):
-                out[prefix + stat] = value
+                out[prefix + stat + within] = value
                 if not math.isnan(ci[0]):
-                    out[prefix + stat + "_lo"], out[prefix + stat + "_hi"] = ci
+                    out[prefix + stat + "_lo" + within], out[prefix + stat + "_hi" + within] = ci
     return out
 
 
@@ -666,7 +736,8 @@ def heatmap_png(agreement: Agreement, path: Path) -> Path | None:
             ax.text(j, i, "NaN" if math.isnan(values[i, j]) else f"{values[i, j]:.2f}", ha="center", va="center",
                     fontsize=8)
     fig.colorbar(image, ax=ax, label="Kendall tau-b (run level)")
-    ax.set_title(f"Agreement over {len(agreement.runs)} runs (tau_ap_a reference: "
+    within = f" of {agreement.questions}" if agreement.questions else ""
+    ax.set_title(f"Agreement over {len(agreement.runs)} runs{within} (tau_ap_a reference: "
                  f"{references(agreement.matrix_pairs)})", fontsize=9)
     fig.tight_layout()
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -675,6 +746,30 @@ def heatmap_png(agreement: Agreement, path: Path) -> Path | None:
     plt.close(fig)
     tmp.replace(path)
     return path
+
+
+def heatmap_name(agreement: Agreement) -> str:
+    """agreement.png, or `agreement@<set>.png` for one question set's table."""
+    return f"agreement@{slug(agreement.questions)}.png" if agreement.questions else "agreement.png"
+
+
+def write(sets: SetAgreements, folder: Path) -> dict[str, Path]:
+    """agreement.csv (every pair of every set, each naming its set), agreement.md and a heatmap per table, written
+    atomically; heatmaps an earlier table left beside them are removed. Returns name -> path
+    (`agreement_png@<set>` for a set's heatmap)."""
+    files = {"agreement_csv": folder / "agreement.csv", "agreement_md": folder / "agreement.md"}
+    atomic_write_text(files["agreement_csv"], to_csv([p for table in sets.tables for p in table.pairs]))
+    atomic_write_text(files["agreement_md"], to_markdown(sets))
+    drawn = set()
+    for table in sets.tables:
+        png = heatmap_png(table, folder / heatmap_name(table))
+        if png is not None:
+            files["agreement_png" + (f"@{table.questions}" if table.questions else "")] = png
+            drawn.add(png.name)
+    for old in folder.glob("agreement*.png"):
+        if old.name not in drawn:
+            old.unlink(missing_ok=True)
+    return files
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -700,17 +795,16 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser.error("no run folders (with answers.jsonl) found")
     runs = [load_run(p, n) for p, n in zip(dirs, _run_names(dirs))]
     attach_battles(runs, args.paths)
+    within_question_sets(runs, run_question_sets({r.name: (RunFolder(r.path), "") for r in runs if r.path}))
     if len(runs) < MIN_RUNS:
         log.warning("only %d runs: a run-level tau needs at least %d and is NaN", len(runs), MIN_RUNS)
     try:
-        agreement = _agreement(parser, args, runs)
+        sets = per_question_set(runs, lambda group: _agreement(parser, args, group))
     except NuggetSetMismatch as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
-    atomic_write_text(args.out / "agreement.csv", to_csv(agreement.pairs))
-    atomic_write_text(args.out / "agreement.md", to_markdown(agreement))
-    heatmap_png(agreement, args.out / "agreement.png")
-    print(to_markdown(agreement))
+    write(sets, args.out)
+    print(to_markdown(sets))
     return 0
 
 

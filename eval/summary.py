@@ -79,8 +79,8 @@ class SweepSummary:
     best: dict[str, Best]
     agreement_csv: str | None = None
     agreement_md: str | None = None
-    #: eval.agreement.Agreement when computed (the matrix and every pair)
-    agreement: Any = None
+    #: eval.agreement.SetAgreements when computed: the matrix and every pair, one table per question set
+    agreements: Any = None
     #: why no agreement table: the cells were scored against different nugget sets (`eval.agreement`'s one line)
     agreement_refused: str | None = None
     #: eval.significance.Significance when computed (paired tests between the cells, the tied-with-best marks)
@@ -98,6 +98,12 @@ class SweepSummary:
         """The sweep's question sets in row order; [] when it answered one."""
         labels = list(dict.fromkeys(self.question_sets.values()))
         return labels if len(labels) > 1 else []
+
+    @property
+    def agreement(self) -> Any:
+        """The agreement table of a sweep of one question set (None with several: `agreements` has one per set)."""
+        tables = self.agreements.tables if self.agreements is not None else []
+        return tables[0] if len(tables) == 1 and not tables[0].questions else None
 
     @property
     def labels(self) -> dict[str, str]:
@@ -238,6 +244,7 @@ def add_agreement(summary: SweepSummary, patterns: Sequence[str] = (), n_boot: i
             evaluations,
             load_run,
             pair_agreement,
+            per_question_set,
             to_csv,
             within_question_sets,
         )
@@ -253,20 +260,24 @@ def add_agreement(summary: SweepSummary, patterns: Sequence[str] = (), n_boot: i
         runs = [load_run(c.dir, c.name) for c in cells]
         attach_battles(runs, [summary.sweep.dir])  # the battle ranking (eval.battles), where the sweep has one
         within_question_sets(runs, summary.question_sets)
-        if patterns:
-            names = evaluations(runs, list(patterns))
-            pairs = agreement_table(runs, names, n_boot=n_boot)
-            if reference != "auto":
-                pairs = [pair_agreement(runs, p.a, p.b, n_boot=n_boot, reference=reference) for p in pairs]
-            agreement = Agreement(runs, [], [], pairs)
-        else:
-            agreement = agreement_matrix(runs, n_boot=n_boot, reference=reference)
-        if not agreement.pairs:
-            log.info("agreement needs two per-answer evaluations present in every cell")
+
+        def build(group: list) -> Agreement:
+            if patterns:
+                names = evaluations(group, list(patterns))
+                pairs = agreement_table(group, names, n_boot=n_boot)
+                if reference != "auto":
+                    pairs = [pair_agreement(group, p.a, p.b, n_boot=n_boot, reference=reference) for p in pairs]
+                return Agreement(group, [], [], pairs)
+            return agreement_matrix(group, n_boot=n_boot, reference=reference)
+
+        sets = per_question_set(runs, build)  # a tau ranks runs on the same questions: one table per set
+        sets.tables = [table for table in sets.tables if table.pairs]
+        if not sets.tables:
+            log.info("agreement needs two per-answer evaluations present in every cell of a question set")
             return False
-        summary.agreement = agreement
-        summary.agreement_csv = to_csv(agreement.pairs)
-        summary.agreement_md = agreement_markdown(agreement)
+        summary.agreements = sets
+        summary.agreement_csv = to_csv([p for table in sets.tables for p in table.pairs])
+        summary.agreement_md = agreement_markdown(sets)
     except NuggetSetMismatch as err:  # different rulers: no table, the line says what to run
         summary.agreement_refused = str(err).replace("<SWEEP>", str(summary.sweep.dir))
         log.warning("no agreement table: %s", summary.agreement_refused)
@@ -361,12 +372,16 @@ def to_markdown(summary: SweepSummary) -> str:
     lines.append("")
     if summary.agreement_refused:
         lines += [f"No agreement table: {_md_escape(summary.agreement_refused)}", ""]
-    if summary.agreement is not None:
-        from eval.agreement import matrix_markdown
+    if summary.agreements is not None:
+        from eval.agreement import alone_line, matrix_markdown
 
-        matrix = matrix_markdown(summary.agreement)
-        if matrix:
-            lines += [matrix.rstrip(), "", "Every pair, with per-topic tau: `agreement.csv`.", ""]
+        matrices = [m for m in (matrix_markdown(t) for t in summary.agreements.tables) if m]
+        for matrix in matrices:
+            lines += [matrix.rstrip(), ""]
+        if summary.agreements.alone:
+            lines += [alone_line(summary.agreements.alone), ""]
+        if matrices:
+            lines += ["Every pair, with per-topic tau: `agreement.csv`.", ""]
     lines += ["## Cells", "", "Best value per metric in **bold** (max for quality, min for cost; each column on its "
               "own, so different cut-offs are never compared).", ""]
     if summary.significance is not None:  # which bold is real: the tied-with-best groups (eval.significance)
@@ -462,19 +477,12 @@ def write_files(summary: SweepSummary) -> dict[str, Path]:
         "question_sets": summary.question_sets if summary.set_labels else {},
         "not_ranked": not_ranked_json(summary)})
     if summary.agreement_refused:  # an earlier summary's table would contradict the refusal
-        for name in ("agreement.csv", "agreement.md", "agreement.png"):
-            (root / name).unlink(missing_ok=True)
-    if summary.agreement_csv is not None:
-        files["agreement_csv"] = root / "agreement.csv"
-        files["agreement_md"] = root / "agreement.md"
-        atomic_write_text(files["agreement_csv"], summary.agreement_csv)
-        atomic_write_text(files["agreement_md"], summary.agreement_md or "")
-        if summary.agreement is not None:
-            from eval.agreement import heatmap_png
+        for old in [root / "agreement.csv", root / "agreement.md", *root.glob("agreement*.png")]:
+            old.unlink(missing_ok=True)
+    if summary.agreements is not None:
+        from eval.agreement import write as write_agreement
 
-            png = heatmap_png(summary.agreement, root / "agreement.png")
-            if png is not None:
-                files["agreement_png"] = png
+        files.update(write_agreement(summary.agreements, root))
     if summary.significance is not None:
         from eval.significance import write as write_significance
 
@@ -552,20 +560,22 @@ def log_wandb(summary: SweepSummary, project: str = "ragtifier", entity: str | N
             payload["sweep/significance"] = wandb.Table(columns=COLUMNS, allow_mixed_types=True, data=[
                 [r[c] for c in COLUMNS] for r in rows(summary.significance)])
         scalars: dict[str, Any] = {}
-        if summary.agreement is not None:
+        if summary.agreements is not None:
             from eval.agreement import scalars as agreement_scalars
 
-            agreement = summary.agreement
-            matrix = [p.row() for p in agreement.matrix_pairs]
+            tables = summary.agreements.tables
+            matrix = [p.row() for table in tables for p in table.matrix_pairs]
             if matrix:
                 columns = list(matrix[0])
                 payload["sweep/agreement_matrix"] = wandb.Table(
                     columns=columns, data=[[None if isinstance(r[c], float) and math.isnan(r[c]) else r[c]
                                             for c in columns] for r in matrix], allow_mixed_types=True)
-            png = summary.files.get("agreement_png")
-            if png is not None and Path(png).is_file():
-                payload["sweep/agreement_heatmap"] = wandb.Image(str(png))
-            scalars = agreement_scalars(agreement)
+            for table in tables:
+                within = f"@{table.questions}" if table.questions else ""
+                png = summary.files.get("agreement_png" + within)
+                if png is not None and Path(png).is_file():
+                    payload["sweep/agreement_heatmap" + within] = wandb.Image(str(png))
+                scalars.update(agreement_scalars(table))
         run.log(payload)
         from rag.report.wandb_report import log_report
 

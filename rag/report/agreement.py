@@ -33,11 +33,14 @@ class AgreementMatrix:
     reason: list[list[str]]
     #: the reference sides of tau_ap_a's cells ("nuggets/*"), from the CSV's `reference` column
     reference: str = ""
+    #: the question set whose runs were ranked (the CSV's `questions` column; "" for a sweep of one set)
+    questions: str = ""
 
     @property
     def title(self) -> str:
         title = MEASURES[self.measure]
-        return f"{title}, reference: {self.reference}" if self.measure == "tau_ap_a" and self.reference else title
+        title = f"{title}, reference: {self.reference}" if self.measure == "tau_ap_a" and self.reference else title
+        return f"{title}\n{self.questions}" if self.questions else title
 
 
 def _num(row: dict[str, Any], key: str) -> float:
@@ -74,8 +77,23 @@ def _oriented(rows: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], set[str
     return out, references
 
 
+def _question_set(row: dict[str, Any]) -> str:
+    value = row.get("questions")
+    return value if isinstance(value, str) else ""
+
+
 def agreement_matrices(rows: list[dict[str, Any]]) -> list[AgreementMatrix]:
-    """One matrix per measure present in the rows: judges (rows) x other evaluations (columns)."""
+    """One matrix per measure present in the rows: judges (rows) x other evaluations (columns); per question set
+    when the sweep ranked several apart (the CSV's `questions` column), set by set."""
+    sets = list(dict.fromkeys(_question_set(r) for r in rows))
+    if len(sets) > 1:
+        return [m for label in sets for m in agreement_matrices_of_one_set(
+            [r for r in rows if _question_set(r) == label], label)]
+    return agreement_matrices_of_one_set(rows, sets[0] if sets else "")
+
+
+def agreement_matrices_of_one_set(rows: list[dict[str, Any]], questions: str = "") -> list[AgreementMatrix]:
+    """`agreement_matrices` over the pairs of one question set."""
     rows, references = _oriented(rows)
     if not rows:
         return []
@@ -106,7 +124,7 @@ def agreement_matrices(rows: list[dict[str, Any]]) -> list[AgreementMatrix]:
                     reason[i][j] = "no topic where both vary"
         reference = ", ".join(sorted({str(r["reference"]).split("/")[0] + "/*" for r in rows
                                       if isinstance(r.get("reference"), str) and r["reference"]}))
-        out.append(AgreementMatrix(measure, names_a, names_b, value, lo, hi, n, reason, reference))
+        out.append(AgreementMatrix(measure, names_a, names_b, value, lo, hi, n, reason, reference, questions))
     return out
 
 
@@ -115,11 +133,16 @@ def plot(matrices: list[AgreementMatrix]):
     from matplotlib import colormaps
     from matplotlib.figure import Figure
 
-    cols = max(1, len(matrices))
+    sets = list(dict.fromkeys(m.questions for m in matrices)) or [""]
+    cols = max(1, max(sum(m.questions == label for m in matrices) for label in sets))
     width = max(4.0, 1.5 * max((len(m.cols) for m in matrices), default=1) + 2.5)
     height = max(3.0, 0.8 * max((len(m.rows) for m in matrices), default=1) + 1.8)
-    fig = Figure(figsize=(width * cols, height), layout="constrained")
-    axes = fig.subplots(1, cols, squeeze=False)[0]
+    fig = Figure(figsize=(width * cols, height * len(sets)), layout="constrained")
+    grid = fig.subplots(len(sets), cols, squeeze=False)  # a row of measures per question set
+    axes = [grid[sets.index(label)][k] for label in sets
+            for k in range(sum(m.questions == label for m in matrices))]
+    for spare in [ax for row in grid for ax in row if ax not in axes]:
+        spare.set_axis_off()
     cmap = colormaps["RdBu"].with_extremes(bad="#dddddd")
     for ax, m in zip(axes, matrices):
         image = ax.imshow(np.ma.masked_invalid(m.value), cmap=cmap, vmin=-1, vmax=1, aspect="auto")

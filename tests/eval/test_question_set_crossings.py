@@ -14,7 +14,8 @@ from pathlib import Path
 import yaml
 from evaltools import ScriptedEngine, prompt_text
 
-from eval.agreement import NO_TOPICS
+from eval.agreement import FEW_RUNS, NO_TOPICS
+from eval.agreement import main as agreement_main
 from eval.autojudge import write_leaderboards
 from eval.battle_files import read_judgments, summary_line
 from eval.battles import BattleJudge, Settings, describe, run_battles
@@ -23,6 +24,7 @@ from eval.significance import compare_cells
 from eval.summary import summarize
 from rag.core.io import atomic_write_jsonl
 from rag.llm.base import LLMRequest
+from rag.report.agreement import agreement_matrices
 from rag.report.battles import battle_board, to_markdown
 from rag.report.data import load as load_report_data
 from rag.sweep.cells import load_sweep
@@ -141,12 +143,36 @@ def test_the_nugget_set_gate_compares_topics_within_their_question_set(tmp_path)
     assert tested.comparisons and all(file_of(c.a) == file_of(c.b) for c in tested.comparisons)
 
 
-def test_the_agreement_table_never_pairs_topics_of_different_question_sets(tmp_path):
-    """Every run has topics "1".."3", but no question is in every run: the table says so instead of a tau over
-    four runs' scores on different questions."""
-    summary = summarize(make_sweep(tmp_path), wandb=False, n_boot=20)
-    [pair] = [p for p in summary.agreement.pairs if p.a == "judge/liverag/correctness"]
-    assert (pair.n_runs, pair.n_topics) == (4, 0) and pair.reason == NO_TOPICS
+def test_the_agreement_table_is_computed_within_each_question_set(tmp_path):
+    """Every run has topics "1".."3", but runs of different files answered different questions: one table per set,
+    each over its own two runs and three topics (pooled, the four runs had no topic in common and every pair said
+    so), in the summary, agreement.csv, the heatmaps, the report and `python -m eval.agreement`."""
+    sweep = make_sweep(tmp_path)
+    summary = summarize(sweep, wandb=False, n_boot=20)
+    assert summary.agreement is None  # the one-table view is for a sweep of one set
+    tables = summary.agreements.tables
+    assert [t.questions for t in tables] == ["liverag_dev", "liverag_live"] and not summary.agreements.alone
+    for table in tables:
+        assert {file_of(r.name) for r in table.runs} == {table.questions.removeprefix("liverag_")}
+        [pair] = [p for p in table.pairs if p.a == "judge/liverag/correctness"]
+        assert (pair.n_runs, pair.n_topics, pair.questions) == (2, 3, table.questions)
+        # the longer answer scores higher on both on every topic; two runs are too few for a run-level tau
+        assert pair.tau_topic == 1.0 and pair.reason == FEW_RUNS and pair.reason != NO_TOPICS
+    with open(sweep / "agreement.csv") as handle:
+        assert {r["questions"] for r in csv.DictReader(handle)} == {"liverag_dev", "liverag_live"}
+    assert sorted(p.name for p in sweep.glob("agreement*.png")) == ["agreement@liverag_dev.png",
+                                                                     "agreement@liverag_live.png"]
+    markdown = (sweep / "summary.md").read_text()
+    assert "(questions: liverag_dev)" in markdown and "(questions: liverag_live)" in markdown
+    assert {m.questions for m in agreement_matrices(load_report_data(sweep).agreement)} == {"liverag_dev",
+                                                                                           "liverag_live"}
+
+    assert agreement_main([str(sweep), "--out", str(tmp_path / "cli"), "--bootstrap", "20"]) == 0
+    with open(tmp_path / "cli" / "agreement.csv") as handle:
+        cli = [(r["questions"], r["n_runs"], r["n_topics"]) for r in csv.DictReader(handle)
+               if r["eval_a"] == "judge/liverag/correctness"]
+    assert cli == [("liverag_dev", "2", "3"), ("liverag_live", "2", "3")]
+    assert "## Questions: liverag_dev" in (tmp_path / "cli" / "agreement.md").read_text()
 
 
 def test_the_reports_gate_compares_topics_within_their_question_set(tmp_path):
@@ -173,3 +199,7 @@ def test_a_cell_alone_in_its_question_set_is_listed_unrated(tmp_path):
     board = battle_board(load_report_data(sweep))
     assert board.unrated == [alone.name] and f"Not rated (no other cell answered their questions): `{alone.name}`" \
         in to_markdown(board)
+    summary = summarize(sweep, wandb=False, n_boot=20)  # the agreement tables: the lone cell ranks nothing
+    assert summary.agreements.alone == {"other": alone.name}
+    assert [t.questions for t in summary.agreements.tables] == ["liverag_dev", "liverag_live"]
+    assert f"one run in its question set: other (`{alone.name}`)" in (sweep / "summary.md").read_text()
