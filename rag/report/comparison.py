@@ -43,11 +43,14 @@ def not_ranked(sweep: SweepData) -> dict[str, str]:
 def comparison_rows(sweep: SweepData) -> list[dict[str, Any]]:
     """One flat row per run: label, run, and per column its mean and mark (CSV and W&B)."""
     shown = columns(sweep)
+    several = len(set(sweep.question_sets.values())) > 1
     out = []
-    for run in sweep.runs:
+    for run in sweep.by_question_set():
         lead = run.strategy if run.strategy != "?" else None  # "?": a folder without its config
         row: dict[str, Any] = {"label": sweep.label(run, lead=lead, skip=("generator",) if lead else ()),
                                "run": run.name}
+        if several:  # the marks rank within a set: its runs together, each naming the set
+            row["questions"] = sweep.question_sets.get(run.name, "")
         for column in shown:
             value = run.metrics.get(column)
             row[column] = round(float(value), 4) if is_number(value) else None
@@ -62,12 +65,19 @@ def to_markdown(sweep: SweepData) -> str:
         return ""
     lines = []
     if shown:
-        lines += ["| strategy | " + " | ".join(c.removesuffix("/all") for c in shown) + " |",
-                  "|---|" + "---|" * len(shown)]
-        for row in comparison_rows(sweep):
+        rows = comparison_rows(sweep)
+        by_set = any("questions" in row for row in rows)
+        lines += ["| " + ("questions | " if by_set else "") + "strategy | "
+                  + " | ".join(c.removesuffix("/all") for c in shown) + " |",
+                  "|---|" + ("---|" if by_set else "") + "---|" * len(shown)]
+        for row in rows:
             cells = [marked(f"{row[c]:.3f}", row[f"{c} mark"]) if row[c] is not None else "-" for c in shown]
-            lines.append(f"| {row['label'].replace('|', '/')} | " + " | ".join(cells) + " |")
+            lead = f"{row['questions']} | " if by_set else ""
+            lines.append(f"| {lead}{row['label'].replace('|', '/')} | " + " | ".join(cells) + " |")
         lines += ["", MARKS_NOTE]
+        if by_set:
+            lines += ["", "Each question set is marked on its own (its runs answered the same questions): compare "
+                          "rows within a set, never across."]
     if notices:
         lines += ["", "Not compared (the runs scored some topic against different nugget sets):", "",
                   *(f"- {n}" for n in notices.values())]

@@ -258,12 +258,26 @@ class SweepData:
         summary's rule, topics within their question set): every table, comparison and leaderboard of the report
         marks a column only where it lets rank."""
         from rag.sweep.gate import within_question_set
-        from rag.sweep.question_sets import run_question_sets
 
-        sets = run_question_sets({run.name: (run.folder, run.values.get("dataset", "")) for run in self.runs})
+        sets = self.question_sets
         return NuggetSetGate({run.name: within_question_set(cell_sets(run.metrics, lambda run=run: run.records),
                                                             sets.get(run.name, "")) for run in self.runs},
                              hint=POOL_HINT.format(sweep=self.dir))
+
+    @cached_property
+    def question_sets(self) -> dict[str, str]:
+        """Run name -> its question set's label (`rag.sweep.question_sets`; every label "" for a sweep of one set):
+        the report's tables rank runs within their set, as the sweep summary's marks do."""
+        from rag.sweep.question_sets import run_question_sets
+
+        return run_question_sets({run.name: (run.folder, run.values.get("dataset", "")) for run in self.runs})
+
+    def by_question_set(self, runs: list[RunData] | None = None) -> list[RunData]:
+        """`runs` (default: every run) grouped by question set, the sets in order of first appearance, the runs'
+        order kept within each."""
+        runs = self.runs if runs is None else runs
+        order = list(dict.fromkeys(self.question_sets.get(r.name, "") for r in runs))
+        return sorted(runs, key=lambda r: order.index(self.question_sets.get(r.name, "")))
 
     @cached_property
     def nugget_set_conflicts(self) -> dict[str, NuggetSetComparison]:

@@ -29,9 +29,13 @@ class LeaderboardRow:
     values: dict[str, float | None]
     marks: dict[str, str | None]
     published: dict[str, Any]
+    #: the question set the run answered, when the sweep held several (its marks rank within it)
+    questions: str = ""
 
     def flat(self) -> dict[str, Any]:
         out: dict[str, Any] = {"system": self.system, "run": self.run}
+        if self.questions:
+            out["question set"] = self.questions  # "questions" is their count
         for key, value in self.values.items():
             out[key] = value
             if key in self.marks:
@@ -71,7 +75,7 @@ def _recall(run: RunData, stage: str) -> float | None:
 def leaderboard_rows(sweep: SweepData) -> list[LeaderboardRow]:
     """A row per finished run whose config names a system, in the sweep's order."""
     rows = []
-    for run in sweep.runs:
+    for run in sweep.by_question_set():
         system = run.config.get("system")
         if not isinstance(system, dict) or not system.get("name"):
             continue
@@ -85,7 +89,8 @@ def leaderboard_rows(sweep: SweepData) -> list[LeaderboardRow]:
                   "seconds / q": _seconds_per_question(run), "questions": float(run.n_questions)}
         marks = {"answer F1": sweep.mark(F1, run.name),
                  **{key: sweep.mark(metric, run.name) for key, metric in JUDGED.items()}}
-        rows.append(LeaderboardRow(str(system["name"]), run.name, values, marks, dict(system.get("published") or {})))
+        rows.append(LeaderboardRow(str(system["name"]), run.name, values, marks, dict(system.get("published") or {}),
+                                   sweep.question_sets.get(run.name, "")))
     return rows
 
 
@@ -96,14 +101,16 @@ def _cell(value: float | None, mark: str | None = None, digits: int = 3) -> str:
 
 
 def to_markdown(rows: list[LeaderboardRow]) -> str:
-    head = ("| system | answer F1 | correctness | faithfulness | recall after retrieval | recall after rerank | "
-            "LLM calls / q | tokens / q | seconds / q | published correctness | published faithfulness |")
-    lines = [head, "|---" * 11 + "|"]
+    by_set = any(row.questions for row in rows)
+    head = ("| " + ("question set | " if by_set else "") + "system | answer F1 | correctness | faithfulness | "
+            "recall after retrieval | recall after rerank | LLM calls / q | tokens / q | seconds / q | "
+            "published correctness | published faithfulness |")
+    lines = [head, "|---" * (12 if by_set else 11) + "|"]
     for row in rows:
         v, m = row.values, row.marks
         pub = row.published
         lines.append(" | ".join([
-            f"| {row.system}", _cell(v["answer F1"], m.get("answer F1")),
+            f"| {row.questions + ' | ' if by_set else ''}{row.system}", _cell(v["answer F1"], m.get("answer F1")),
             _cell(v["correctness"], m.get("correctness")), _cell(v["faithfulness"], m.get("faithfulness")),
             _cell(v["recall after retrieval"]), _cell(v["recall after rerank"]),
             _cell(v["LLM calls / q"], digits=1), _cell(v["tokens / q"], digits=0), _cell(v["seconds / q"], digits=1),
@@ -116,7 +123,7 @@ def to_markdown(rows: list[LeaderboardRow]) -> str:
     n = {int(row.values["questions"] or 0) for row in rows}
     lines.append("")
     lines.append(f"Measured on {', '.join(map(str, sorted(n)))} questions per system; bold: best or statistically "
-                 f"tied with it (the sweep summary's paired tests). Published numbers are the systems' live-day "
+                 f"tied with it (the sweep summary's paired tests{', within each question set' if by_set else ''}). Published numbers are the systems' live-day "
                  f"scores (Falcon3-10B, the full FineWeb-10BT indexes, 500 unseen questions, the organisers' judge): "
                  f"beside, not comparable.")
     return "\n".join(lines) + "\n"

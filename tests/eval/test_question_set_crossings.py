@@ -26,7 +26,11 @@ from rag.core.io import atomic_write_jsonl
 from rag.llm.base import LLMRequest
 from rag.report.agreement import agreement_matrices
 from rag.report.battles import battle_board, to_markdown
+from rag.report.comparison import comparison_rows
+from rag.report.comparison import to_markdown as comparison_markdown
 from rag.report.data import load as load_report_data
+from rag.report.leaderboard import leaderboard_rows
+from rag.report.leaderboard import to_markdown as leaderboard_markdown
 from rag.sweep.cells import load_sweep
 from rag.sweep.gate import sweep_gate
 from rag.sweep.question_sets import question_sets
@@ -173,6 +177,29 @@ def test_the_agreement_table_is_computed_within_each_question_set(tmp_path):
                if r["eval_a"] == "judge/liverag/correctness"]
     assert cli == [("liverag_dev", "2", "3"), ("liverag_live", "2", "3")]
     assert "## Questions: liverag_dev" in (tmp_path / "cli" / "agreement.md").read_text()
+
+
+def test_the_reports_comparison_and_leaderboard_rank_within_each_question_set(tmp_path):
+    """The report's own tables group each set's runs and name the set: their marks rank within it, so a dev cell's
+    bold is never read against a live cell's."""
+    sweep = make_sweep(tmp_path)
+    for cell in sorted(sweep.iterdir()):  # each cell a named system, as the LiveRAG experiments are
+        config = json.loads((cell / "config.json").read_text())
+        (cell / "config.json").write_text(json.dumps({**config, "system": {"name": cell.name.split(",")[1]}}))
+    summarize(sweep, wandb=False, n_boot=20)
+    data = load_report_data(sweep)
+    rows = comparison_rows(data)
+    assert [(r["questions"], file_of(r["run"])) for r in rows] == [
+        ("liverag_dev", "dev"), ("liverag_dev", "dev"), ("liverag_live", "live"), ("liverag_live", "live")]
+    table = comparison_markdown(data)
+    assert table.startswith("| questions | strategy |") and "compare rows within a set" in table
+    board = leaderboard_rows(data)
+    assert [(r.questions, r.system) for r in board] == [("liverag_dev", "generator=long"),
+                                                        ("liverag_dev", "generator=short"),
+                                                        ("liverag_live", "generator=long"),
+                                                        ("liverag_live", "generator=short")]
+    assert board[0].flat()["question set"] == "liverag_dev"
+    assert leaderboard_markdown(board).startswith("| question set | system |")
 
 
 def test_the_reports_gate_compares_topics_within_their_question_set(tmp_path):
