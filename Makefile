@@ -7,6 +7,12 @@ BIN := $(VENV)/bin
 export RAG_DATA_DIR ?= $(abspath ../shared/data)
 export HF_HUB_OFFLINE := 1
 EXTRAS ?= cpu,services,dev
+# what `make demo` installs on a machine that has not run `make setup`: the `demo` extra, only the packages the
+# embedded default runs (a newcomer's first command skips the test, hosted-service and quantization stacks; `make
+# setup` or `make test` adds them). pip skips byte-compiling what it installs (--no-compile): Python compiles a module
+# when it is first imported instead, only the modules a run imports (docs/benchmarks.md, "Fresh machine").
+DEMO_EXTRAS ?= demo
+PIP := $(BIN)/pip install -q --no-compile
 # llama.cpp's default (native) build enables AMX kernels on Xeons that report AMX, and those kernels crash there
 # (segmentation fault in ggml_backend_amx_mul_mat on our 2-core VMs). Build a portable AVX2 wheel instead, once
 # per machine, into a wheel folder named by these flags (pip's own cache would hand back a native build).
@@ -28,30 +34,41 @@ ls $(WHEEL_DIR)/llama_cpp_python-*.whl >/dev/null 2>&1 || { \
 	  CMAKE_ARGS="$(LLAMA_CMAKE_ARGS)" $(1) wheel -q --no-deps --no-cache-dir -w $(WHEEL_DIR) \
 	    $$src/llama_cpp_python-$(LLAMA_VERSION) && rm -rf $$src; }
 endef
-STAMP := $(VENV)/.installed-$(shell cat setup.cfg constraints/cpu.txt Makefile | sha1sum | cut -c1-12)
+HASH := $(shell cat setup.cfg constraints/cpu.txt Makefile | sha1sum | cut -c1-12)
+STAMP := $(VENV)/.installed-$(HASH)
+DEMO_STAMP := $(VENV)/.installed-demo-$(HASH)
+# install_stack(extras): venv, torch, the llama.cpp wheel, the project with these extras
+define install_stack
+test -x $(BIN)/python || $(PY) -m venv $(VENV)
+$(PIP) --upgrade pip wheel setuptools
+# torch first, pinned: the local CPU build (plain `torch` would download gigabytes of CUDA)
+$(PIP) torch==2.13.0
+# llama-cpp-python compiles from source once per machine (see LLAMA_CMAKE_ARGS and LLAMA_PATCH)
+$(call build_llama_wheel,$(BIN)/pip)
+$(PIP) --no-deps --force-reinstall $(WHEEL_DIR)/llama_cpp_python-$(LLAMA_VERSION)-*.whl
+# compat: the checkout goes on sys.path (a .pth file), so Hydra finds the project's plugins (hydra_plugins/)
+# from any working directory; setuptools' default editable finder hides that namespace from plugin discovery
+# ("Unknown plugin class ... CheckedSweeper" outside the checkout)
+$(PIP) -c constraints/cpu.txt -e ".[$(1)]" --config-settings editable_mode=compat
+endef
 
 .PHONY: setup demo test test-fast lint sweep-demo bench clean
 
 setup: $(STAMP)
 
 $(STAMP): setup.cfg constraints/cpu.txt Makefile
-	test -x $(BIN)/python || $(PY) -m venv $(VENV)
-	$(BIN)/pip install -q --upgrade pip wheel setuptools
-	# torch first, pinned: the local CPU build (plain `torch` would download gigabytes of CUDA)
-	$(BIN)/pip install -q torch==2.13.0
-	# llama-cpp-python compiles from source once per machine (see LLAMA_CMAKE_ARGS and LLAMA_PATCH)
-	$(call build_llama_wheel,$(BIN)/pip)
-	$(BIN)/pip install -q --no-deps --force-reinstall $(WHEEL_DIR)/llama_cpp_python-$(LLAMA_VERSION)-*.whl
-	# compat: the checkout goes on sys.path (a .pth file), so Hydra finds the project's plugins (hydra_plugins/)
-	# from any working directory; setuptools' default editable finder hides that namespace from plugin discovery
-	# ("Unknown plugin class ... CheckedSweeper" outside the checkout)
-	$(BIN)/pip install -q -c constraints/cpu.txt -e ".[$(EXTRAS)]" --config-settings editable_mode=compat
+	$(call install_stack,$(EXTRAS))
 	# TREC AutoJudge's evaluator, for the tests that check tau_ap_b against its pyircore copy; without its
 	# dependencies (a heavy command-line stack): the tests load that one numpy/scipy file
-	$(BIN)/pip install -q --no-deps autojudge-evaluate==1.1.0
+	$(PIP) --no-deps autojudge-evaluate==1.1.0
 	touch $(STAMP)
 
-demo: setup
+$(DEMO_STAMP): setup.cfg constraints/cpu.txt Makefile
+	$(call install_stack,$(DEMO_EXTRAS))
+	touch $(DEMO_STAMP)
+
+# after `make setup` the whole stack is there: the demo installs nothing
+demo: $(if $(wildcard $(STAMP)),$(STAMP),$(DEMO_STAMP))
 	$(BIN)/python -m rag.main experiment=demo
 
 # the suite as three concurrent pytest sessions (tests/docs, tests/combinations, the rest): tests/halves.py says why
