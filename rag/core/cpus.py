@@ -28,3 +28,15 @@ def usable_cpus() -> int:
         if allocated.isdigit() and int(allocated) > 0:
             cpus = min(cpus, int(allocated))
     return max(1, cpus)
+
+
+def fit_torch_threads() -> int:
+    """Shrink torch's intra-op pool to `usable_cpus()` and return its size. torch sizes its pool to the machine's
+    cores unless `OMP_NUM_THREADS` says otherwise, so in a SLURM job that allocates CPUs without pinning them
+    (`cpus_per_task=1` on a 2-core node, two jobs at once) every encoder would run as many threads as the node has
+    cores; never grown, so a deliberate smaller setting stays."""
+    import torch
+
+    if torch.get_num_threads() > usable_cpus():
+        torch.set_num_threads(usable_cpus())
+    return torch.get_num_threads()

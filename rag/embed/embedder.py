@@ -32,6 +32,7 @@ from typing import Any
 
 import numpy as np
 
+from rag.core.cpus import fit_torch_threads
 from rag.core.errors import MissingDataError
 from rag.core.hashing import slug, stable_hash
 from rag.core.models import resolve_model_dir
@@ -159,6 +160,7 @@ class Embedder:
         if self._model is None:
             from sentence_transformers import SentenceTransformer
 
+            fit_torch_threads()  # a SLURM job's allocation, not the node's cores
             if self.backend == "torch":
                 kwargs = {}
                 if self.dtype != "float32":
