@@ -1,5 +1,5 @@
 """The leaderboard: one row per named system of a sweep (`system:` in its experiment file, e.g.
-`experiment=liverag_grag,liverag_magikarp,liverag_preqrag,liverag_topclust,ragtifier`), with what this sweep measured
+`experiment=ragtifier,liverag_preqrag,liverag_magikarp,liverag_topclust,liverag_grag`), with what this sweep measured
 beside what the system's paper and the LiveRAG organisers published.
 
 Measured: answer token F1 and the LiveRAG judge's correctness (-1..2) and faithfulness (-1..1) means, each with the

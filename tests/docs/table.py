@@ -57,7 +57,7 @@ SWAPS: list[Swap] = [
     Swap(r"^sbatch (?!--)", "sbatch --cpus-per-task=1 --mem=3G ",
          "CI's one-node SLURM has 2 CPUs and no 16 GB to give: a batch job gets one CPU and 3 GB there, as a cell "
          "does (tests/docs/local/default.yaml); sbatch's own options win over the script's #SBATCH lines"),
-    Swap(r"\bexperiment=ragtifier\b",
+    Swap(r"\bexperiment=ragtifier(?=\s|$)",
          "experiment=ragtifier hydra.searchpath=[file://{local_conf}] rerank.model_path={tiny_bge}",
          "the experiment selects hydra/launcher=slurm (the same `cluster:` block) and rerank=bge (the tiny model of "
          "BGE's architecture, as above)"),
@@ -153,7 +153,8 @@ def swap(command: str, fields: dict[str, str], model: str) -> str:
             command = re.sub(GPU_MODELS + r"|\bllm=gemma3_270m\b", stand_in, command)
         else:
             command += " " + stand_in
-        if "experiment=ragtifier" in command and "llm@judge.llm=" not in command:
+        # the experiment alone (its defaults list holds the judge's llm); in a sweep's list the judge is swept too
+        if re.search(r"\bexperiment=ragtifier(?=\s|$)", command) and "llm@judge.llm=" not in command:
             command += " " + stand_in.replace("llm=", "llm@judge.llm=")
     return command
 
@@ -246,6 +247,9 @@ def _leaderboard_cells(ran) -> None:
         assert all(s["_target_"].startswith(("rag.retrieve.bm25", "rag.retrieve.dense")) for s in sources), name
         records = [json.loads(line) for line in (cell / "answers.jsonl").read_text().splitlines()]
         assert all(bool(r.get("queries")) == (name in ("GRAG", "PreQRAG")) for r in records), name
+    # one SLURM job per system, each on one CPU (the cores are shared by running two cells at once, not by threads)
+    jobs = {p.name for p in (ran.sweep_dir() / ".submitit").glob("*_[0-9]*") if p.is_dir()}
+    assert len(jobs) == 5, jobs
 
 
 def _check_demo_rag26(ran) -> None:
@@ -488,13 +492,14 @@ ROWS.update({
     "python -m jobs.resubmit SWEEP": Help(why=HELP),
     "python -m rag.generate.crucible_train RUNS... --evaluated EVALUATED... --out FILE": Help(why=HELP),
     # == docs/benchmarks.md: recipes of measured figures ==============================================================
-    "python -m rag.main -m experiment=liverag_grag,liverag_magikarp,liverag_preqrag,liverag_topclust,ragtifier "
-    "substitutions=embedded dataset.limit=50 logger=none": Smoke(
+    "python -m rag.main -m experiment=ragtifier,liverag_preqrag,liverag_magikarp,liverag_topclust,liverag_grag "
+    "substitutions=embedded dataset.limit=50 logger=none hydra/launcher=slurm hydra.launcher.gpus_per_node=null "
+    "hydra.launcher.mem_gb=8 hydra.launcher.cpus_per_task=1": Smoke(
         why="the leaderboard's recipe (Gemma 3 270M on 50 LiveRAG dev questions, measured): the five systems end to end "
-            "on 3 HotpotQA questions (a small corpus: no dense index of 28,082 passages to build); the generator's "
-            "calls go to the instant endpoint (orchestration only; each component's real-model test runs Gemma 3 "
-            "270M), the judge is the substitution's real SmolLM2-135M",
-        model="instant", reduce=[(r"dataset\.limit=50", "dataset=hotpotqa dataset.limit=3")],
+            "as one-CPU jobs of CI's real SLURM, on 3 HotpotQA questions (a small corpus: no dense index of 28,082 "
+            "passages to build); the generator's calls go to the instant endpoint (orchestration only; each "
+            "component's real-model test runs Gemma 3 270M), the judge is the substitution's real SmolLM2-135M",
+        model="instant", reduce=[(r"dataset\.limit=50", "dataset=hotpotqa dataset.limit=3")], marks=SLURM,
         makes="leaderboard_sweep", timeout=1800, checks=[cells(5, 3), custom(_leaderboard_cells)]),
     "python -m rag.report <the leaderboard sweep folder>": Run(
         fills={"<the leaderboard sweep folder>": "{leaderboard_sweep}"},
