@@ -3,6 +3,7 @@ the summary table and its files, the W&B summary run read back from disk, `jobs.
 
 from __future__ import annotations
 
+import csv
 import json
 import pickle
 import shlex
@@ -137,8 +138,10 @@ def test_summary_files_and_wandb_run(sweep_dir):
     assert json.loads((sweep_dir / "summary.json").read_text())["n_complete"] == 2
     assert not list(sweep_dir.glob(".*.tmp"))
     # scores/f1 vs scores/em over 2 cells: undefined, with the reason, never a perfect 1.0
-    agreement = (sweep_dir / "agreement.csv").read_text().splitlines()
-    assert agreement[0].startswith("eval_a,eval_b") and agreement[1].endswith("fewer than 3 runs")
+    [pair] = list(csv.DictReader((sweep_dir / "agreement.csv").read_text().splitlines()))
+    assert (pair["eval_a"], pair["eval_b"], pair["tau_b"], pair["reason"]) == (
+        "scores/em", "scores/f1", "", "fewer than 3 runs")
+    assert pair["questions"] == ""  # one question set: the table is not split
 
     runs = offline_runs(sweep_dir)
     assert len(runs) == 1
