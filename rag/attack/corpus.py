@@ -62,6 +62,12 @@ class AttackedCorpus(Corpus):
                 for pid in [planted_id(self.attack.name, target.question_id, j)]]
 
     @property
+    def extends(self) -> Corpus | None:
+        """The clean corpus, when anything is planted: its passages come first, so a dense index of this corpus
+        is the clean one's vectors plus the planted passages' (rag/retrieve/dense.py)."""
+        return self.clean if self.planted else None
+
+    @property
     def key(self) -> str:
         if not self.planted:
             return self.clean.key

@@ -104,6 +104,13 @@ class Corpus(ABC):
         chunking = f"{self.chunk_words}w{self.overlap_words}o" if self.chunk_words else "whole"
         return slug(f"{self.name}-{self.content_hash[:16]}-{chunking}")
 
+    @property
+    def extends(self) -> Corpus | None:
+        """The corpus whose passages this one's begin with, in the same order (an attacked corpus: its clean one),
+        so that an index of this one is that one's index plus the passages after them; None for a corpus of its
+        own."""
+        return None
+
     @abstractmethod
     def documents(self) -> Iterator[tuple[str, str, str]]:
         """Yield (doc_id, title, text) for every document."""

@@ -43,12 +43,41 @@ class DenseRetriever(Retriever):
         if corpus is None:
             raise ValueError("retriever=dense needs a dataset with a corpus")
         super().prepare(corpus, cache_dir)
-        self.embedder.calibrate([p.text for p in corpus.passages])  # int8 static only: names the sample in the key
-        index_dir = Path(cache_dir) / "index" / f"{self.key}__{corpus.key}"
+        root = corpus
+        while root.extends is not None:
+            root = root.extends
+        # int8 static only (names the sample in the key): calibrated on the corpus's own passages, never on what an
+        # extension adds, so the passages a clean index and an attacked one share get the same vectors
+        self.embedder.calibrate([p.text for p in root.passages])
+        index_dir = self._built(corpus, Path(cache_dir))
+        self._index = faiss.read_index(str(index_dir / "index.faiss"))
+        self._row_of = None
+        if self.index_type == "hnsw":
+            self._index.hnsw.efSearch = self.ef_search
+
+    def _built(self, corpus: Corpus, cache_dir: Path) -> Path:
+        """The index folder of `corpus`, built once. A corpus that extends another (`Corpus.extends`: the attacked
+        corpus of a poisoning sweep) reuses that one's index: its vectors are read back and only the passages after
+        them are encoded, so 4 planted counts over one corpus encode it once, not 4 times. The shared passages'
+        vectors are the same bits as the clean index's; the new ones are encoded in batches of their own, which
+        changes a vector by float rounding only (padding is masked)."""
+        import faiss
+
+        index_dir = cache_dir / "index" / f"{self.key}__{corpus.key}"
+        base = corpus.extends
 
         def build(tmp: Path) -> None:
             passages = corpus.passages
-            vectors = self.embedder.encode_passages([p.text for p in passages], progress=True)
+            done = 0
+            parts = []
+            if base is not None:
+                base_index = faiss.read_index(str(self._built(base, cache_dir) / "index.faiss"))
+                done = base_index.ntotal
+                if [p.passage_id for p in passages[:done]] != [p.passage_id for p in base.passages]:
+                    raise RuntimeError(f"corpus {corpus.key} does not begin with the passages of {base.key}")
+                parts.append(base_index.reconstruct_n(0, done))
+            parts.append(self.embedder.encode_passages([p.text for p in passages[done:]], progress=True))
+            vectors = np.vstack(parts).astype(np.float32, copy=False)
             if self.index_type == "flat":
                 index = faiss.IndexFlatIP(vectors.shape[1])
             elif self.index_type == "hnsw":
@@ -63,10 +92,7 @@ class DenseRetriever(Retriever):
         ids = json.loads((index_dir / "passage_ids.json").read_text())
         if ids != [p.passage_id for p in corpus.passages]:
             raise RuntimeError(f"dense index {index_dir} does not match the corpus; delete it to rebuild")
-        self._index = faiss.read_index(str(index_dir / "index.faiss"))
-        self._row_of = None
-        if self.index_type == "hnsw":
-            self._index.hnsw.efSearch = self.ef_search
+        return index_dir
 
     def passage_vectors(self, passage_ids: list[str]) -> np.ndarray | None:
         """The stored (normalised) vectors of these passages, read back from the index instead of re-encoded;

