@@ -12,6 +12,7 @@ that change behaviour are crossed as edge cells. A new option file in `conf/` jo
 from __future__ import annotations
 
 import itertools
+from collections import Counter
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -108,18 +109,20 @@ def cheapen(cells: list[Cell], groups: Mapping[str, list[str]], allowed: Callabl
     run, a real model, a corpus to encode) is swapped for the cheapest allowed one wherever every pair it formed
     there is also in another cell. Greedy, most expensive first; every pair the cells covered stays covered."""
     cells = [dict(c) for c in cells]
+    counts = Counter(pair for cell in cells for pair in pairs_of(cell))  # how many cells hold each pair
     for group, option in sorted({(g, o) for c in cells for g, o in c.items()}, key=lambda go: -cost(*go)):
         for i, cell in enumerate(cells):
             if cell.get(group) != option:
                 continue
-            others = covered(cells[:i] + cells[i + 1:])
             mine = {p for p in pairs_of(cell) if (group, option) in p}
-            if not mine <= others:
+            if any(counts[p] < 2 for p in mine):  # a pair only this cell holds
                 continue
             cheaper = sorted((o for o in groups[group] if cost(group, o) < cost(group, option)
                               and allowed({**cell, group: o})), key=lambda o: cost(group, o))
             if cheaper:
+                counts.subtract(pairs_of(cell))
                 cells[i] = {**cell, group: cheaper[0]}
+                counts.update(pairs_of(cells[i]))
     return cells
 
 
