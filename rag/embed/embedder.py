@@ -250,18 +250,26 @@ class Embedder:
         shutil.rmtree(folder / "qint8_static")
 
     def encode(self, texts: list[str], prefix: str = "", progress: bool = False) -> np.ndarray:
-        vectors = self.model.encode([prefix + t for t in texts], batch_size=self.batch_size,
+        """One unit vector per text, in order. A text given more than once is encoded once: the strategies that
+        embed every question's passages in one call (TrustRAG's filter, TopClustRAG, GINGER) see a passage again
+        wherever it was retrieved for another question."""
+        unique = list(dict.fromkeys(texts))
+        vectors = self.model.encode([prefix + t for t in unique], batch_size=self.batch_size,
                                     normalize_embeddings=True, convert_to_numpy=True,
                                     show_progress_bar=progress)
         vectors = np.ascontiguousarray(vectors, dtype=np.float32)
         if self.dtype != "float32":  # normalised in reduced precision: make them unit length in float32
             vectors /= np.maximum(np.linalg.norm(vectors, axis=1, keepdims=True), 1e-12)
+        if len(unique) < len(texts):
+            row = {text: i for i, text in enumerate(unique)}
+            vectors = vectors[[row[text] for text in texts]]
         return vectors
 
     def encode_queries(self, texts: list[str]) -> np.ndarray:
-        self.encoded_queries += len(texts)
+        self.encoded_queries += len(set(texts))
         return self.encode(texts, self.query_prefix)
 
     def encode_passages(self, texts: list[str], progress: bool = False) -> np.ndarray:
-        self.encoded_passages += len(texts)
+        """Passage vectors; `encoded_passages` counts the distinct texts the model encoded."""
+        self.encoded_passages += len(set(texts))
         return self.encode(texts, self.passage_prefix, progress)

@@ -39,6 +39,17 @@ def test_bfloat16_vectors_are_float32_unit_vectors_close_to_float32(texts, float
     assert Embedder(**MODEL).vector_key == "all-MiniLM-L6-v2-len256"
 
 
+def test_a_text_given_twice_is_encoded_once(texts, float32_vectors):
+    """TrustRAG's filter embeds every question's passages in one call, where a passage retrieved for two questions
+    comes twice: its vector is computed once and given back at both places."""
+    embedder = Embedder(**MODEL)
+    repeated = [texts[3], *texts[:6], texts[3], texts[0]]
+    vectors = embedder.encode_passages(repeated)
+    assert embedder.encoded_passages == 6 and vectors.shape == (9, float32_vectors.shape[1])
+    assert np.array_equal(vectors[0], vectors[4]) and np.array_equal(vectors[0], vectors[7])
+    np.testing.assert_allclose(vectors[1:7], float32_vectors[:6], atol=1e-5)
+
+
 def test_auto_precision_follows_the_hardware():
     assert resolve_dtype("float32", None) == "float32" and resolve_dtype("bfloat16", "cpu") == "bfloat16"
     flags = Path("/proc/cpuinfo").read_text().split()
