@@ -1,0 +1,32 @@
+"""`make test`'s sessions report their CPU from a cgroup of their own (tests/halves.py): what a session's fork
+server starts counts, although the session never waits for it."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import time
+
+from tests.halves import SessionCpu
+
+#: a child that starts a grandchild in a new session and exits at once: the grandchild (about 1 s of CPU) is never
+#: waited for by the process the test starts, as a fork server's workers are not waited for by pytest
+ORPHAN = ("import subprocess, sys; subprocess.Popen([sys.executable, '-c', "
+          "'import time\\nend = time.process_time() + 1.0\\nwhile time.process_time() < end: pass'], "
+          "start_new_session=True)")
+
+
+def test_a_sessions_cpu_counts_the_processes_it_never_waits_for():
+    cpu = SessionCpu("selftest")
+    try:
+        subprocess.run([sys.executable, "-c", ORPHAN], check=True, preexec_fn=cpu.enter, timeout=60)
+        if cpu.path is None:  # no cgroup hierarchy to write to (not root): the line says so instead of a number
+            assert cpu.seconds() is None
+            return
+        deadline = time.monotonic() + 60
+        while (cpu.path / "cgroup.procs").read_text().strip() and time.monotonic() < deadline:
+            time.sleep(0.2)  # the grandchild still burning
+        assert cpu.seconds() >= 0.9  # the orphan's second, which getrusage(RUSAGE_CHILDREN) never sees
+    finally:
+        cpu.close()
+    assert cpu.path is None or not cpu.path.exists()
