@@ -372,7 +372,7 @@ ROWS: dict[str, Row] = {
     "python -m rag.llm.check_model llm=claude_haiku": Run(why=HOSTED, checks=[_check_model_line]),
     "python -m rag.main -m experiment=ragtifier retriever=pinecone rerank.k=5,10 generator=simple,instructrag": Run(
         why=RAGTIFIER, model="instant", marks=SLURM, timeout=2400, checks=[cells(4, 275)]),
-    "make vllm-env": Ci(why=".ci/run builds the vLLM venv after the main tests pass (then `make test-vllm`)"),
+    "make vllm-env": Ci(why=".ci/run builds the vLLM venv beside `make test` (then `make test-vllm`)"),
     "make test-vllm": Ci(why=".ci/run runs the vLLM tests in .venv-vllm; the vLLM rows of this table are among them"),
     "python -m rag.index": Help(why=HELP),
     "python -m rag.index corpus=liverag_dm/fineweb_docs.jsonl.gz retriever=bm25": Run(
@@ -528,7 +528,7 @@ ROWS.update({
     "python -m eval.meta labels=trec_nuggets": Run(
         why="named in prose without its file: the one line that asks for labels.path", status=2,
         checks=[one_line("labels.path")]),
-    "make vllm-env": Ci(why=".ci/run builds the vLLM venv after the main tests pass (then `make test-vllm`)"),
+    "make vllm-env": Ci(why=".ci/run builds the vLLM venv beside `make test` (then `make test-vllm`)"),
     "python -m rag.index corpus=corpus-N.jsonl.gz retriever=bm25": Smoke(
         why="the BM25 build-curve recipe: on 40 FineWeb documents instead of N", fills={
             "corpus-N.jsonl.gz": "{corpus_small}"}, checks=[prints("index")]),
