@@ -69,10 +69,16 @@ class SessionCpu:
             except OSError:
                 continue
 
-    def enter(self) -> None:
-        """Put the calling process in the cgroup (a `preexec_fn`: the session's first instruction is already in)."""
-        if self.path is not None:
-            (self.path / "cgroup.procs").write_text(str(os.getpid()))
+    def add(self, pid: int) -> None:
+        """Put a just-started session in the cgroup (before it starts processes of its own: pytest takes a while to
+        get there); where the cgroup refuses it, the session is reported as not measured."""
+        if self.path is None:
+            return
+        try:
+            (self.path / "cgroup.procs").write_text(str(pid))
+        except OSError:
+            self.close()
+            self.path = None
 
     def seconds(self) -> float | None:
         if self.path is None:
@@ -105,8 +111,8 @@ def main(options: list[str]) -> int:
         own = {"RAG_TEST_CACHE_DIR": os.environ.get("RAG_TEST_CACHE_DIR") or shared} if name in SHARED_CACHE else {}
         with log.open("w") as handle:  # the child keeps its own copy of the file descriptor
             running[name] = (subprocess.Popen([sys.executable, "-m", "pytest", *options, *paths], cwd=ROOT,
-                                              env={**env, **own}, stdout=handle, stderr=subprocess.STDOUT,
-                                              preexec_fn=cpus[name].enter), log)
+                                              env={**env, **own}, stdout=handle, stderr=subprocess.STDOUT), log)
+        cpus[name].add(running[name][0].pid)
 
     def stop(signum: int, _frame: object) -> None:  # a time limit: stop both halves, show what they did
         for process, _ in running.values():

@@ -9,9 +9,10 @@ import time
 
 from tests.halves import SessionCpu
 
-#: a child that starts a grandchild in a new session and exits at once: the grandchild (about 1 s of CPU) is never
-#: waited for by the process the test starts, as a fork server's workers are not waited for by pytest
-ORPHAN = ("import subprocess, sys; subprocess.Popen([sys.executable, '-c', "
+#: a child that waits half a second (to be in the cgroup first), then starts a grandchild in a new session and exits
+#: at once: the grandchild (about 1 s of CPU) is never waited for by the process the test starts, as a fork server's
+#: workers are not waited for by pytest
+ORPHAN = ("import subprocess, sys, time; time.sleep(0.5); subprocess.Popen([sys.executable, '-c', "
           "'import time\\nend = time.process_time() + 1.0\\nwhile time.process_time() < end: pass'], "
           "start_new_session=True)")
 
@@ -19,7 +20,9 @@ ORPHAN = ("import subprocess, sys; subprocess.Popen([sys.executable, '-c', "
 def test_a_sessions_cpu_counts_the_processes_it_never_waits_for():
     cpu = SessionCpu("selftest")
     try:
-        subprocess.run([sys.executable, "-c", ORPHAN], check=True, preexec_fn=cpu.enter, timeout=60)
+        child = subprocess.Popen([sys.executable, "-c", ORPHAN])
+        cpu.add(child.pid)  # as tests.halves adds a session it has just started
+        assert child.wait(timeout=60) == 0
         if cpu.path is None:  # no cgroup hierarchy to write to (not root): the line says so instead of a number
             assert cpu.seconds() is None
             return
