@@ -58,6 +58,7 @@ class SessionCpu:
 
     def __init__(self, name: str):
         self.path: Path | None = None
+        self._final: float | None = None  # the reading when the cgroup was closed
         for root in self.ROOTS:
             if not ((root / "cpuacct.usage").is_file() or (root / "cgroup.controllers").is_file()):
                 continue
@@ -78,11 +79,11 @@ class SessionCpu:
             (self.path / "cgroup.procs").write_text(str(pid))
         except OSError:
             self.close()
-            self.path = None
+            self._final = None  # an empty cgroup's zero is not this session's figure
 
     def seconds(self) -> float | None:
         if self.path is None:
-            return None
+            return self._final
         try:
             if (self.path / "cpuacct.usage").is_file():
                 return int((self.path / "cpuacct.usage").read_text()) / 1e9
@@ -91,10 +92,18 @@ class SessionCpu:
         except (OSError, KeyError, ValueError):
             return None
 
+    def minutes(self) -> str:
+        """`12.3 CPU-min`, or why there is no figure: what a session's closing line says."""
+        seconds = self.seconds()
+        return "CPU not measured (no cgroup of its own)" if seconds is None else f"{seconds / 60:.1f} CPU-min"
+
     def close(self) -> None:
+        """Keep the last reading and remove the cgroup."""
         if self.path is not None:
+            self._final = self.seconds()
             with contextlib.suppress(OSError):  # refused while a process of the session lives: left to the machine
                 self.path.rmdir()
+            self.path = None
 
 
 def main(options: list[str]) -> int:
@@ -119,7 +128,9 @@ def main(options: list[str]) -> int:
             process.terminate()
         for name, (process, log) in running.items():
             process.wait()
-            print(f"\n== {name} (stopped by signal {signum}) ==\n{log.read_text(errors='replace')[-20000:]}")
+            print(f"\n== {name} (stopped by signal {signum}, {cpus[name].minutes()}) ==\n"
+                  f"{log.read_text(errors='replace')[-20000:]}")
+            cpus[name].close()
         shutil.rmtree(shared, ignore_errors=True)
         sys.exit(128 + signum)
 
@@ -132,8 +143,7 @@ def main(options: list[str]) -> int:
                 continue
             del pending[name]
             minutes = (time.monotonic() - start) / 60
-            seconds = cpus[name].seconds()
-            cpu = "CPU not measured (no cgroup of its own)" if seconds is None else f"{seconds / 60:.1f} CPU-min"
+            cpu = cpus[name].minutes()
             cpus[name].close()
             print(f"\n== {name}: exit {process.returncode} after {minutes:.1f} min, {cpu} ==\n"
                   f"{log.read_text(errors='replace')}", flush=True)

@@ -30,6 +30,7 @@ def test_a_sessions_cpu_counts_the_processes_it_never_waits_for():
         while (cpu.path / "cgroup.procs").read_text().strip() and time.monotonic() < deadline:
             time.sleep(0.2)  # the grandchild still burning
         assert cpu.seconds() >= 0.9  # the orphan's second, which getrusage(RUSAGE_CHILDREN) never sees
+        folder = cpu.path
     finally:
         cpu.close()
-    assert cpu.path is None or not cpu.path.exists()
+    assert not folder.exists() and cpu.seconds() >= 0.9  # removed, its last reading kept for the closing line
